@@ -15,6 +15,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <map>
 #include <memory>
 #include <sstream>
@@ -107,6 +108,26 @@ double train_step(Network& network, torch::optim::Adam& optimizer, otf::GradScal
   return std::chrono::duration<double, std::milli>(stop - start).count();
 }
 
+// bfloat16 is only fast where the CPU multiplies bf16 in hardware (AVX512_BF16 or AMX, used by
+// oneDNN); elsewhere LibTorch emulates it and bf16 is several times slower than float32. The
+// header line says which case a result belongs to.
+std::string cpu_description() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line, model = "unknown CPU", flags;
+  while (std::getline(cpuinfo, line)) {
+    if (model == "unknown CPU" && line.rfind("model name", 0) == 0)
+      model = line.substr(line.find(':') + 2);
+    if (flags.empty() && line.rfind("flags", 0) == 0) flags = line + " ";
+  }
+  std::string features;
+  for (const char* feature : {"avx2", "avx512f", "avx512_bf16", "amx_bf16"})
+    features += std::string(" ") + feature + (flags.find(std::string(" ") + feature + " ") !=
+                                                      std::string::npos
+                                                  ? "=yes"
+                                                  : "=no");
+  return model + ";" + features;
+}
+
 double median(std::vector<double> values) {
   std::sort(values.begin(), values.end());
   return values[values.size() / 2];
@@ -127,6 +148,7 @@ int main(int argc, char** argv) {
 
   const std::vector<otf::Precision> precisions{otf::Precision::Float32, otf::Precision::BFloat16,
                                                otf::Precision::Float16};
+  std::printf("# CPU: %s\n", cpu_description().c_str());
   std::printf("# force-training step, %lld atoms, %d thread(s), median of %d steps\n",
               static_cast<long long>(options.atoms), options.threads, options.repeats);
   std::printf("%-6s %-9s %12s %14s\n", "width", "precision", "ms/step", "ratio_to_fp32");
