@@ -1,5 +1,7 @@
 #include "precision.h"
 
+#include "keywords.h"
+
 #include <array>
 #include <cctype>
 #include <ostream>
@@ -23,24 +25,10 @@ constexpr std::array<std::pair<std::string_view, Precision>, 6> kSpellings{{
     {"fp16", Precision::Float16},
 }};
 
-bool is_space(char c) { return std::isspace(static_cast<unsigned char>(c)) != 0; }
-
-std::string_view trim(std::string_view text) {
-  while (!text.empty() && is_space(text.front())) text.remove_prefix(1);
-  while (!text.empty() && is_space(text.back())) text.remove_suffix(1);
-  return text;
-}
-
-std::string to_lower_ascii(std::string_view text) {
-  std::string lowered(text);
-  for (char& c : lowered) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return lowered;
-}
-
 }  // namespace
 
 Precision parse_precision(std::string_view text) {
-  const std::string lowered = to_lower_ascii(trim(text));
+  const std::string lowered = normalized_keyword(text);
   std::string_view name = lowered;
   constexpr std::string_view kTorchPrefix = "torch.";
   if (name.substr(0, kTorchPrefix.size()) == kTorchPrefix) name.remove_prefix(kTorchPrefix.size());
