@@ -54,6 +54,8 @@ lammps_prefix=$("$OTF_ROOT/scripts/build-lammps.sh" | tail -n 1)
 build_dir=${OTF_BUILD_DIR:-$OTF_ROOT/build}
 jobs=${OTF_BUILD_JOBS:-$(nproc)}
 export CCACHE_DIR=${CCACHE_DIR:-$cache_root/ccache}
+# Paths relative to the clone, so a fresh clone in another folder (as CI makes) hits the cache.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$OTF_ROOT} CCACHE_NOHASHDIR=1
 mkdir -p "$build_dir"
 say "building OTF-Torch in $build_dir against $lammps_prefix"
 # shellcheck disable=SC2086
