@@ -28,7 +28,9 @@
 #include "autocast_region.h"
 #include "communicator.h"
 #include "grad_scaler.h"
+#include "mixed_precision_hook.h"
 #include "precision.h"
+#include "training_strategy.h"
 
 namespace {
 
@@ -659,6 +661,81 @@ TEST(DataParallelTraining, EmulatedFloat16SkipsOverflowsTogetherAndMatchesSingle
   // (replicas_identical above covers "together").
   EXPECT_FALSE(run.stepped.front()) << "2^30 times O(1) gradients must overflow emulated fp16";
   EXPECT_TRUE(run.stepped.back()) << "training never proceeded";
+}
+
+// ---- The engine's TrainingStrategy, data-parallel through the MPI communicator ----
+
+struct StrategyNetwork : torch::nn::Module {
+  StrategyNetwork() {
+    layers = register_module("layers", torch::nn::Sequential(torch::nn::Linear(3, 16),
+                                                             torch::nn::SiLU(),
+                                                             torch::nn::Linear(16, 1)));
+  }
+  torch::nn::Sequential layers{nullptr};
+};
+
+TEST(DataParallelTraining, StrategyWithFloat16HookKeepsReplicasBitwiseIdenticalEveryStep) {
+  const int rank = world().rank();
+  // Different initial weights on every rank: broadcast_parameters must make them equal.
+  torch::manual_seed(static_cast<uint64_t>(100 + rank));
+  otf::TrainingStrategyOptions options;
+  options.models["main"] = std::make_shared<StrategyNetwork>();
+  options.training_fn = [](const otf::NamedModels& models, const otf::TrainingBatch& batch) {
+    auto& network = *models.at("main")->as<StrategyNetwork>();
+    const auto positions = batch.at("positions").detach().requires_grad_(true);
+    const auto energy = network.layers->forward(positions).to(torch::kFloat64).sum();
+    const auto forces = -torch::autograd::grad({energy}, {positions}, {}, true, true)[0];
+    return otf::Predictions{{"forces", forces}};
+  };
+  options.loss_fn = [](const otf::Predictions& predictions, const otf::TrainingBatch& batch,
+                       int64_t, int64_t) {
+    otf::LossOutput out;
+    // Sum over this rank's atoms divided by the global count: the rank losses add up to the
+    // loss of the union, so summed gradients are its gradient.
+    const auto residual = predictions.at("forces").to(torch::kFloat32) - batch.at("forces");
+    out.total_loss = residual.pow(2).sum() / batch.at("global_components");
+    out.per_component_unweighted["forces"] = out.total_loss;
+    out.per_component_weight["forces"] = 1.0;
+    return out;
+  };
+  otf::OptimizerConfig optimizer;
+  optimizer.make_optimizer = [](std::vector<torch::Tensor> parameters) {
+    return std::make_unique<torch::optim::Adam>(std::move(parameters),
+                                                torch::optim::AdamOptions(1e-2));
+  };
+  options.optimizer_configs = {optimizer};
+  options.hooks = {std::make_shared<otf::MixedPrecisionHook>(
+      Precision::Float16, scaler_options(Precision::Float16, std::ldexp(1.0, 28)))};
+  otf::TrainingStrategy strategy(std::move(options));
+  strategy.set_communicator(world_communicator);
+  auto& model = *strategy.models().at("main");
+  otf::broadcast_parameters(world(), model.parameters());
+  EXPECT_TRUE(same_bytes_on_every_rank(model.parameters()));
+
+  // Each rank its own atoms.
+  torch::manual_seed(static_cast<uint64_t>(7 + rank));
+  const auto positions = torch::randn({24, 3});
+  const double global_components = 24.0 * 3.0 * world().size();
+  const otf::TrainingBatch batch({{"positions", positions},
+                                  {"forces", -1.5 * positions},
+                                  {"global_components", torch::tensor(global_components)}});
+  otf::TrainingStrategy::Scope scope(strategy);
+  int identical_steps = 0, executed = 0, skipped = 0;
+  for (int step = 0; step < 25; ++step) {
+    const bool ran = strategy.train_batch(batch);
+    executed += ran ? 1 : 0;
+    skipped += ran ? 0 : 1;
+    identical_steps += same_bytes_on_every_rank(model.parameters()) ? 1 : 0;
+    EXPECT_TRUE(on_every_rank(ran) == !on_every_rank(!ran)) << "ranks disagreed on the skip";
+  }
+  EXPECT_EQ(identical_steps, 25);
+  EXPECT_GT(skipped, 0) << "2^28 times O(1) force gradients must overflow emulated fp16";
+  EXPECT_GT(executed, 0);
+  EXPECT_EQ(strategy.counters().global_step_count, executed * world().size());
+  EXPECT_TRUE(same_on_every_rank(strategy.grad_scaler()->get_scale()));
+  if (rank == 0)
+    std::printf("[ strategy ] %d ranks: 25 batches, %d skipped together, replicas identical\n",
+                world().size(), skipped);
 }
 
 // ---- main: MPI around GoogleTest ----
