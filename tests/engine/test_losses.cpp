@@ -17,6 +17,8 @@
 #include "autocast_region.h"
 #include "precision.h"
 
+#include "expect_error.h"
+
 namespace {
 
 using otf::ComposedLoss;
@@ -30,23 +32,7 @@ const torch::TensorOptions kFloat = torch::TensorOptions().dtype(torch::kFloat);
 const torch::TensorOptions kDouble = torch::TensorOptions().dtype(torch::kDouble);
 const torch::TensorOptions kBFloat16 = torch::TensorOptions().dtype(torch::kBFloat16);
 
-template <typename Exception, typename Callable>
-void expect_error(Callable&& callable, const std::vector<std::string>& fragments) {
-  try {
-    callable();
-  } catch (const Exception& error) {
-    const std::string message = error.what();
-    for (const auto& fragment : fragments) {
-      EXPECT_NE(message.find(fragment), std::string::npos)
-          << "message '" << message << "' lacks '" << fragment << "'";
-    }
-    return;
-  } catch (const std::exception& other) {
-    ADD_FAILURE() << "wrong exception type; what(): " << other.what();
-    return;
-  }
-  ADD_FAILURE() << "no exception";
-}
+using otf::testing::expect_error;
 
 torch::Tensor tensor(std::vector<double> values, torch::TensorOptions options = kFloat) {
   return torch::tensor(values, kDouble).to(options.dtype());

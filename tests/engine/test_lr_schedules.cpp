@@ -15,6 +15,8 @@
 #include <string>
 #include <vector>
 
+#include "expect_error.h"
+
 namespace {
 
 using otf::LRScheduleKind;
@@ -24,23 +26,7 @@ using otf::PlateauOptions;
 
 constexpr double kPi = 3.14159265358979323846;
 
-template <typename Exception, typename Callable>
-void expect_error(Callable&& callable, const std::vector<std::string>& fragments) {
-  try {
-    callable();
-  } catch (const Exception& error) {
-    const std::string message = error.what();
-    for (const auto& fragment : fragments) {
-      EXPECT_NE(message.find(fragment), std::string::npos)
-          << "message '" << message << "' lacks '" << fragment << "'";
-    }
-    return;
-  } catch (const std::exception& other) {
-    ADD_FAILURE() << "wrong exception type; what(): " << other.what();
-    return;
-  }
-  ADD_FAILURE() << "no exception";
-}
+using otf::testing::expect_error;
 
 // An SGD optimizer with one parameter group per learning rate.
 std::unique_ptr<torch::optim::SGD> make_sgd(const std::vector<double>& lrs) {

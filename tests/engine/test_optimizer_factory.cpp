@@ -14,6 +14,8 @@
 #include <tuple>
 #include <vector>
 
+#include "expect_error.h"
+
 namespace {
 
 using otf::make_optimizer;
@@ -22,20 +24,7 @@ using otf::OptimizerSettings;
 
 template <typename Callable>
 void expect_invalid_argument(Callable&& callable, const std::vector<std::string>& fragments) {
-  try {
-    callable();
-  } catch (const std::invalid_argument& error) {
-    const std::string message = error.what();
-    for (const auto& fragment : fragments) {
-      EXPECT_NE(message.find(fragment), std::string::npos)
-          << "message '" << message << "' lacks '" << fragment << "'";
-    }
-    return;
-  } catch (const std::exception& other) {
-    ADD_FAILURE() << "wrong exception type; what(): " << other.what();
-    return;
-  }
-  ADD_FAILURE() << "no exception";
+  otf::testing::expect_error<std::invalid_argument>(std::forward<Callable>(callable), fragments);
 }
 
 // Two leaf parameters with fixed values; each call returns fresh, identical copies.
