@@ -2,6 +2,7 @@
 // generic all_reduce_gradients / broadcast_parameters / found_inf_reducer driven by a simulated
 // second rank. The MPI implementation is tested under mpiexec in tests/mpi.
 #include "communicator.h"
+#include "tensor_lists.h"
 
 #include <gtest/gtest.h>
 #include <torch/torch.h>
@@ -63,12 +64,7 @@ struct TinyModel : torch::nn::Module {
   torch::nn::Linear second{nullptr};
 };
 
-std::vector<torch::Tensor> clones(const std::vector<torch::Tensor>& tensors) {
-  std::vector<torch::Tensor> copies;
-  for (const auto& tensor : tensors) copies.push_back(tensor.detach().clone());
-  return copies;
-}
-
+using otf::testing::clones;
 TEST(SingleProcessCommunicator, IsRankZeroOfOneAndLeavesValuesAsTheyAre) {
   SingleProcessCommunicator communicator;
   EXPECT_EQ(communicator.rank(), 0);

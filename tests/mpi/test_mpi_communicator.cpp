@@ -27,6 +27,7 @@
 
 #include "autocast_region.h"
 #include "communicator.h"
+#include "tensor_lists.h"
 #include "grad_scaler.h"
 #include "mixed_precision_hook.h"
 #include "precision.h"
@@ -329,18 +330,8 @@ struct TinyModel : torch::nn::Module {
   torch::nn::Linear second{nullptr};
 };
 
-std::vector<torch::Tensor> clones(const std::vector<torch::Tensor>& tensors) {
-  std::vector<torch::Tensor> copies;
-  for (const auto& tensor : tensors) copies.push_back(tensor.detach().clone());
-  return copies;
-}
-
-bool all_equal(const std::vector<torch::Tensor>& a, const std::vector<torch::Tensor>& b) {
-  bool equal = a.size() == b.size();
-  for (size_t i = 0; equal && i < a.size(); ++i) equal = torch::equal(a[i], b[i]);
-  return equal;
-}
-
+using otf::testing::clones;
+using otf::testing::all_equal;
 TEST(FoundInfReducer, EveryRankSkipsWhenOneRankOverflowedAndBacksOffIdentically) {
   // Gradients are not summed here: only the reducer can make the ranks agree.
   const int rank = world().rank();
