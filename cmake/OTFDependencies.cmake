@@ -2,6 +2,7 @@
 #   LibTorch : Debian's libtorch-dev, or your own with -DTorch_DIR=<libtorch>/share/cmake/Torch
 #   MPI      : Debian's libopenmpi-dev
 #   Kokkos   : Debian's libtrilinos-kokkos-dev, or your own with -DKokkos_DIR=...
+#   JSON     : Debian's nlohmann-json3-dev
 #   GTest    : Debian's libgtest-dev (tests only)
 #   LAMMPS   : scripts/build-lammps.sh's cache folder, or your own with -DLAMMPS_ROOT=<prefix>
 
@@ -25,6 +26,12 @@ set(MPI_CXX_SKIP_MPICXX TRUE)
 find_package(MPI QUIET COMPONENTS CXX)
 if(NOT MPI_FOUND)
   otf_missing("MPI" "Install Debian's packages: apt-get install libopenmpi-dev openmpi-bin")
+endif()
+
+# Model specs and model file headers are JSON.
+find_package(nlohmann_json 3 QUIET)
+if(NOT nlohmann_json_FOUND)
+  otf_missing("nlohmann JSON" "Install Debian's package (apt-get install nlohmann-json3-dev) or set -Dnlohmann_json_DIR=...")
 endif()
 
 include(FixDebianKokkos)

@@ -1,0 +1,127 @@
+#include "behler_parrinello_potential.h"
+
+#include <set>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace otf {
+namespace {
+
+const std::set<std::string>& accepted_hyperparameters() {
+  static const std::set<std::string> keys = {"radial_functions", "angular_radial_functions",
+                                             "max_angular_order", "hidden", "activation"};
+  return keys;
+}
+
+void check_hyperparameter_keys(const nlohmann::json& json) {
+  if (!json.is_object()) {
+    throw std::invalid_argument("model spec: 'hyperparameters' must be an object, got " + json.dump());
+  }
+  for (const auto& item : json.items()) {
+    if (accepted_hyperparameters().count(item.key()) == 0) {
+      std::string accepted;
+      for (const std::string& key : accepted_hyperparameters()) accepted += (accepted.empty() ? "" : ", ") + key;
+      throw std::invalid_argument("model spec: unknown hyperparameter '" + item.key() +
+                                  "' for architecture 'behler-parrinello' (expected one of: " +
+                                  accepted + ")");
+    }
+  }
+}
+
+ElementCommitteeOptions committee_options(const ModelSpec& spec, int64_t inputs) {
+  ElementCommitteeOptions options;
+  options.num_species = spec.num_species();
+  options.members = spec.committee_size;
+  options.inputs = inputs;
+  options.seed = spec.seed;
+  options.dtype = spec.dtype == "float64" ? torch::kFloat64 : torch::kFloat32;
+  const nlohmann::json& json = spec.hyperparameters;
+  if (json.contains("hidden")) {
+    const nlohmann::json& hidden = json.at("hidden");
+    bool valid = hidden.is_array() && hidden.size() <= 8;
+    if (valid) {
+      for (const auto& width : hidden) valid = valid && width.is_number_integer() && width.get<int64_t>() >= 1 && width.get<int64_t>() <= 4096;
+    }
+    if (!valid) {
+      throw std::invalid_argument("model spec: hyperparameter 'hidden' must be a list of at most 8 layer widths from 1 to 4096, got " + hidden.dump());
+    }
+    options.hidden = hidden.get<std::vector<int64_t>>();
+  }
+  if (json.contains("activation")) {
+    const nlohmann::json& activation = json.at("activation");
+    if (!activation.is_string()) {
+      throw std::invalid_argument("model spec: hyperparameter 'activation' must be a string (silu, tanh, softplus), got " + activation.dump());
+    }
+    try {
+      options.activation = parse_activation(activation.get<std::string>());
+    } catch (const std::invalid_argument& error) {
+      throw std::invalid_argument(std::string("model spec: hyperparameter 'activation': ") + error.what());
+    }
+  }
+  return options;
+}
+
+}  // namespace
+
+BehlerParrinelloPotential::BehlerParrinelloPotential(ModelSpec spec) : Potential(std::move(spec)) {
+  check_hyperparameter_keys(this->spec().hyperparameters);
+  const ThreeBodyDescriptorOptions descriptor_options = ThreeBodyDescriptorOptions::from_json(
+      this->spec().hyperparameters, num_species(), cutoff());
+  descriptor_ = std::make_unique<ThreeBodyDescriptor>(descriptor_options);
+  const ElementCommitteeOptions network_options =
+      committee_options(this->spec(), descriptor_->num_features());
+  normalizer_ = register_module(
+      "normalizer", std::make_shared<DescriptorNormalizer>(
+                        num_species(), descriptor_->num_features(), dtype()));
+  networks_ = register_module("networks", std::make_shared<ElementCommittee>(network_options));
+
+  nlohmann::json complete = descriptor_options.to_json();
+  complete["hidden"] = network_options.hidden;
+  complete["activation"] = to_string(network_options.activation);
+  set_hyperparameters(complete);
+}
+
+torch::Tensor BehlerParrinelloPotential::member_network_energies(const LocalEnvironments& env) {
+  torch::Tensor standardised;  // [C, D] shared, or [members, C, D] member-resolved
+  if (env.member_resolved()) {
+    const int64_t members = env.pair_vectors.size(0), centers = env.num_centers();
+    LocalEnvironments flat;
+    flat.pair_vectors = env.pair_vectors.reshape({members * centers, env.max_neighbors(), 3});
+    flat.neighbor_species = env.neighbor_species.repeat({members, 1});
+    flat.center_species = env.center_species.repeat({members});
+    flat.first_derivatives_only = env.first_derivatives_only;
+    standardised = normalizer_->forward((*descriptor_)(flat), flat.center_species)
+                       .reshape({members, centers, descriptor_->num_features()});
+  } else {
+    standardised = normalizer_->forward((*descriptor_)(env), env.center_species);
+  }
+  const int64_t row_dim = standardised.dim() - 2;
+  if (num_species() == 1) return networks_->forward(0, standardised);
+  torch::Tensor energies =
+      torch::zeros({committee_size(), env.num_centers()}, torch::kFloat64);
+  for (int64_t s = 0; s < num_species(); ++s) {
+    const torch::Tensor rows = (env.center_species == s).nonzero().squeeze(1);
+    if (rows.numel() == 0) continue;
+    const torch::Tensor part = networks_->forward(s, standardised.index_select(row_dim, rows));
+    energies = energies.index_copy(1, rows, part.to(torch::kFloat64));
+  }
+  return energies;
+}
+
+DescriptorMoments BehlerParrinelloPotential::descriptor_moments(const LocalEnvironments& env) {
+  torch::NoGradGuard no_grad;
+  return normalizer_->moments((*descriptor_)(env), env.center_species);
+}
+
+void BehlerParrinelloPotential::accumulate_descriptor_statistics(const DescriptorMoments& moments) {
+  normalizer_->accumulate(moments);
+}
+
+void BehlerParrinelloPotential::freeze_descriptor_statistics() { normalizer_->freeze(); }
+
+bool BehlerParrinelloPotential::descriptor_statistics_frozen() const {
+  return normalizer_->frozen();
+}
+
+}  // namespace otf

@@ -1,0 +1,40 @@
+// The default architecture ("behler-parrinello"): a three-body descriptor (three_body_descriptor.h),
+// per-element standardisation (descriptor_normalizer.h) and one MLP per element and committee
+// member (element_committee.h). Strictly local: an atom's energy depends on its neighbours within
+// the cutoff only.
+//
+// Hyperparameters (model spec "hyperparameters", all optional):
+//   radial_functions (8), angular_radial_functions (4), max_angular_order (3),
+//   hidden ([64, 64]), activation ("silu")
+#pragma once
+
+#include "descriptor_normalizer.h"
+#include "element_committee.h"
+#include "potential.h"
+#include "three_body_descriptor.h"
+
+namespace otf {
+
+class BehlerParrinelloPotential final : public Potential {
+ public:
+  static constexpr const char* kArchitecture = "behler-parrinello";
+
+  explicit BehlerParrinelloPotential(ModelSpec spec);
+
+  DescriptorMoments descriptor_moments(const LocalEnvironments& env) override;
+  void accumulate_descriptor_statistics(const DescriptorMoments& moments) override;
+  void freeze_descriptor_statistics() override;
+  bool descriptor_statistics_frozen() const override;
+
+  const ThreeBodyDescriptor& descriptor() const { return *descriptor_; }
+
+ protected:
+  torch::Tensor member_network_energies(const LocalEnvironments& env) override;
+
+ private:
+  std::unique_ptr<ThreeBodyDescriptor> descriptor_;
+  std::shared_ptr<DescriptorNormalizer> normalizer_;
+  std::shared_ptr<ElementCommittee> networks_;
+};
+
+}  // namespace otf

@@ -1,0 +1,63 @@
+// Configurations as tensors for training: positions (owned and ghost atoms), species, centres and
+// a padded neighbour index, for one or many frames. Predictions from it are differentiable with
+// respect to the parameters (create_graph), so force and stress losses can be trained.
+#pragma once
+
+#include <torch/torch.h>
+
+#include <cstdint>
+
+#include "atomic_system.h"
+#include "local_environments.h"
+#include "potential.h"
+
+namespace otf {
+
+struct NeighborGraph {
+  torch::Tensor positions;       // [atoms, 3] floating
+  torch::Tensor species;         // [atoms] int64; negative: ignored atom
+  torch::Tensor centers;         // [centres] int64: atoms whose energy counts
+  torch::Tensor neighbor_index;  // [centres, K] int64: neighbours within the cutoff, -1 padding
+  torch::Tensor center_frame;    // [centres] int64: frame of each centre
+  int64_t num_frames = 1;
+
+  // Concatenates graphs (indices shifted, frames renumbered in order).
+  static NeighborGraph concatenate(const std::vector<NeighborGraph>& graphs);
+};
+
+// The graph of a view: its atoms, its centres (ignored species dropped) and their neighbours within
+// `cutoff` (ignored species dropped). One frame; positions float64.
+NeighborGraph neighbor_graph_from_view(const AtomicSystemView& system, double cutoff);
+
+// Local environments of the graph's centres, differentiable in graph.positions.
+LocalEnvironments local_environments(const NeighborGraph& graph, int64_t num_species,
+                                     double cutoff, torch::ScalarType dtype);
+
+struct PredictionOptions {
+  bool forces = true;
+  bool virial = true;
+  // Keep the graph of forces and virial (training: their losses need parameter gradients).
+  bool create_graph = false;
+  // Forces are computed as grad(scale * E) / scale: the float16 gradient-penalty recipe (amp.md
+  // pitfall 5) lets small force contributions survive fp16. 1 otherwise.
+  double gradient_scale = 1.0;
+  // Also every member's own forces and virials (one backward pass over member-resolved
+  // environments; the descriptor is evaluated once per member).
+  bool member_forces = false;
+};
+
+struct Prediction {
+  torch::Tensor energy;                  // [frames] float64, committee mean
+  torch::Tensor member_energy;           // [members, frames] float64
+  torch::Tensor member_atomic_energies;  // [members, centres] float64
+  torch::Tensor forces;                  // [atoms, 3] (committee mean), positions' dtype
+  torch::Tensor virial;                  // [frames, 3, 3]: sum_i x_i f_i
+  torch::Tensor member_forces;           // [members, atoms, 3] (with options.member_forces)
+  torch::Tensor member_virial;           // [members, frames, 3, 3] (with options.member_forces)
+};
+
+// Energies, forces on every atom of the graph and virials, from the committee mean.
+Prediction predict(Potential& potential, const NeighborGraph& graph,
+                   const PredictionOptions& options = {});
+
+}  // namespace otf

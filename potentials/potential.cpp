@@ -1,0 +1,49 @@
+#include "potential.h"
+
+#include <stdexcept>
+
+namespace otf {
+
+Potential::Potential(ModelSpec spec) : spec_(std::move(spec)) {
+  energy_shifts_ =
+      register_buffer("energy_shifts", torch::zeros({spec_.num_species()}, torch::kFloat64));
+  energy_shifts_fitted_ = register_buffer("energy_shifts_fitted", torch::zeros({}, torch::kBool));
+}
+
+torch::ScalarType Potential::dtype() const {
+  return spec_.dtype == "float64" ? torch::kFloat64 : torch::kFloat32;
+}
+
+void Potential::set_hyperparameters(nlohmann::json hyperparameters) {
+  spec_.hyperparameters = std::move(hyperparameters);
+}
+
+torch::Tensor Potential::member_atomic_energies(const LocalEnvironments& env) {
+  const torch::Tensor network = member_network_energies(env);
+  const torch::Tensor shifts = energy_shifts_.index_select(0, env.center_species);
+  return network.to(torch::kFloat64) + shifts.unsqueeze(0);
+}
+
+void Potential::fit_energy_shifts(const torch::Tensor& species_counts,
+                                  const torch::Tensor& energies) {
+  const int64_t species = num_species();
+  if (species_counts.dim() != 2 || species_counts.size(1) != species || energies.dim() != 1 ||
+      energies.size(0) != species_counts.size(0) || energies.size(0) == 0) {
+    throw std::invalid_argument(
+        "fit_energy_shifts: expected counts [frames, " + std::to_string(species) +
+        "] and energies [frames] with at least one frame");
+  }
+  torch::NoGradGuard no_grad;
+  const torch::Tensor a = species_counts.to(torch::kFloat64);
+  const torch::Tensor b = energies.to(torch::kFloat64);
+  const torch::Tensor normal = a.t().matmul(a);
+  // The ridge is tiny relative to the data: it only picks the minimum-norm solution where the
+  // frames do not determine a shift (one frame of two elements, an element not yet seen).
+  const double ridge = 1e-10 * std::max(1.0, normal.trace().item<double>() / static_cast<double>(species));
+  const torch::Tensor shifts = torch::linalg_solve(
+      normal + ridge * torch::eye(species, torch::kFloat64), a.t().matmul(b).unsqueeze(-1));
+  energy_shifts_.copy_(shifts.squeeze(-1));
+  energy_shifts_fitted_.fill_(true);
+}
+
+}  // namespace otf

@@ -1,0 +1,78 @@
+// The interface of every ML potential architecture: a torch module that maps local environments to
+// per-atom energies of each committee member, plus the state every architecture shares: its spec,
+// per-element energy shifts, descriptor statistics hooks and training metadata. Callers (the
+// evaluator, the training fix, the model file) use only this interface, so a second architecture
+// plugs in through the registry (potential_registry.h) without changing them.
+#pragma once
+
+#include <nlohmann/json.hpp>
+#include <torch/torch.h>
+
+#include <cstdint>
+#include <string>
+
+#include "local_environments.h"
+#include "model_spec.h"
+
+namespace otf {
+
+// Sums over labelled data that the per-element energy shifts and the descriptor statistics are
+// fitted from. Sums, so that MPI ranks can add theirs (MPI_SUM) before fitting and every rank
+// ends with the same model.
+struct DescriptorMoments {
+  torch::Tensor count;   // [species] float64
+  torch::Tensor sum;     // [species, features] float64
+  torch::Tensor sum_sq;  // [species, features] float64
+};
+
+class Potential : public torch::nn::Module {
+ public:
+  explicit Potential(ModelSpec spec);
+  ~Potential() override = default;
+
+  const ModelSpec& spec() const { return spec_; }
+  double cutoff() const { return spec_.cutoff; }
+  int64_t num_species() const { return spec_.num_species(); }
+  int64_t committee_size() const { return spec_.committee_size; }
+  // Dtype of the parameters (float32 or float64); inputs are cast to it.
+  torch::ScalarType dtype() const;
+
+  // Per-atom energies of every committee member, [members, centres], float64 (the per-element
+  // shift is added in float64 so that total energies never lose digits: amp.md pitfall 1). Twice
+  // differentiable with respect to env.pair_vectors and the parameters. Inside an autocast region
+  // the architecture's matrix products run in its lower precision.
+  torch::Tensor member_atomic_energies(const LocalEnvironments& env);
+
+  // ---- Per-element energy shifts: E_atom = shift[species] + network output ----
+  // Least squares fit of sum_s counts[f, s] * shift[s] = energies[f] over frames f (counts
+  // [frames, species], energies [frames]); a tiny ridge makes it defined for one frame or an
+  // absent species (minimum-norm solution). Marks the shifts fitted.
+  void fit_energy_shifts(const torch::Tensor& species_counts, const torch::Tensor& energies);
+  torch::Tensor energy_shifts() const { return energy_shifts_; }  // [species] float64
+  bool energy_shifts_fitted() const { return energy_shifts_fitted_.item<bool>(); }
+
+  // ---- Descriptor statistics (normalisation) ----
+  // Moments of this architecture's descriptors over the centres of env (no gradient).
+  virtual DescriptorMoments descriptor_moments(const LocalEnvironments& env) = 0;
+  // Adds moments (possibly summed over ranks) to the running statistics, unless frozen.
+  virtual void accumulate_descriptor_statistics(const DescriptorMoments& moments) = 0;
+  virtual void freeze_descriptor_statistics() = 0;
+  virtual bool descriptor_statistics_frozen() const = 0;
+
+  TrainingMetadata& training_metadata() { return training_metadata_; }
+  const TrainingMetadata& training_metadata() const { return training_metadata_; }
+
+ protected:
+  // An architecture completes its hyperparameters with its defaults, so a model file names all.
+  void set_hyperparameters(nlohmann::json hyperparameters);
+  // The networks' part: [members, centres] in any floating dtype (cast to float64 by the caller).
+  virtual torch::Tensor member_network_energies(const LocalEnvironments& env) = 0;
+
+ private:
+  ModelSpec spec_;
+  torch::Tensor energy_shifts_;          // buffer [species] float64
+  torch::Tensor energy_shifts_fitted_;   // buffer 0-d bool
+  TrainingMetadata training_metadata_;
+};
+
+}  // namespace otf
