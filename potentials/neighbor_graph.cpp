@@ -11,7 +11,7 @@ NeighborGraph NeighborGraph::concatenate(const std::vector<NeighborGraph>& graph
   if (graphs.empty()) throw std::invalid_argument("NeighborGraph::concatenate: no graphs");
   int64_t max_neighbors = 1;
   for (const NeighborGraph& g : graphs) max_neighbors = std::max(max_neighbors, g.neighbor_index.size(1));
-  std::vector<torch::Tensor> positions, species, centers, neighbors, frames;
+  std::vector<torch::Tensor> positions, species, centers, neighbors, frames, masks;
   int64_t atom_offset = 0, frame_offset = 0;
   for (const NeighborGraph& g : graphs) {
     positions.push_back(g.positions);
@@ -22,6 +22,8 @@ NeighborGraph NeighborGraph::concatenate(const std::vector<NeighborGraph>& graph
     neighbors.push_back(torch::constant_pad_nd(
         shifted, {0, max_neighbors - g.neighbor_index.size(1)}, -1));
     frames.push_back(g.center_frame + frame_offset);
+    masks.push_back(g.center_energy_mask.defined() ? g.center_energy_mask
+                                                   : torch::ones_like(g.centers, torch::kBool));
     atom_offset += g.positions.size(0);
     frame_offset += g.num_frames;
   }
@@ -31,6 +33,7 @@ NeighborGraph NeighborGraph::concatenate(const std::vector<NeighborGraph>& graph
   out.centers = torch::cat(centers);
   out.neighbor_index = torch::cat(neighbors);
   out.center_frame = torch::cat(frames);
+  out.center_energy_mask = torch::cat(masks);
   out.num_frames = frame_offset;
   return out;
 }
@@ -108,14 +111,18 @@ Prediction predict(Potential& potential, const NeighborGraph& graph, const Predi
   }
   Prediction out;
   out.member_atomic_energies = potential.member_atomic_energies(env);  // [H, C] float64
+  const bool masked = graph.center_energy_mask.defined();
+  const torch::Tensor counted = masked ? out.member_atomic_energies * graph.center_energy_mask.to(torch::kFloat64)
+                                       : out.member_atomic_energies;
   out.member_energy = torch::zeros({members, graph.num_frames}, torch::kFloat64)
-                          .index_add(1, graph.center_frame, out.member_atomic_energies);
+                          .index_add(1, graph.center_frame, counted);
   out.energy = out.member_energy.mean(0);
   if (!derivatives) return out;
 
-  // One backward pass: d(sum of the members' energies)/d(pair vectors). Shared vectors get the
-  // members' sum (divided by H below: the mean's gradient); member-resolved ones each member's.
-  const torch::Tensor scaled = out.member_energy.sum() * options.gradient_scale;
+  // One backward pass: d(sum of the members' energies of every centre)/d(pair vectors). Shared
+  // vectors get the members' sum (divided by H below: the mean's gradient); member-resolved ones
+  // each member's. Each pair vector belongs to one centre, so the gradient is per centre.
+  const torch::Tensor scaled = out.member_atomic_energies.sum() * options.gradient_scale;
   torch::Tensor gradient = torch::autograd::grad({scaled}, {env.pair_vectors}, {},
                                                  /*retain_graph=*/options.create_graph,
                                                  /*create_graph=*/options.create_graph)[0];
@@ -130,7 +137,8 @@ Prediction predict(Potential& potential, const NeighborGraph& graph, const Predi
   };
   // W = sum_i x_i f_i = -sum_pairs (r_j - r_i) (x) dE/d(r_j - r_i).
   auto virial_of = [&](const torch::Tensor& vectors, const torch::Tensor& g) {
-    const torch::Tensor per_center = -torch::einsum("cka,ckb->cab", {vectors, g});
+    torch::Tensor per_center = -torch::einsum("cka,ckb->cab", {vectors, g});
+    if (masked) per_center = per_center * graph.center_energy_mask.to(per_center.scalar_type()).reshape({-1, 1, 1});
     return torch::zeros({graph.num_frames, 3, 3}, per_center.options())
         .index_add(0, graph.center_frame, per_center);
   };

@@ -19,6 +19,10 @@ struct NeighborGraph {
   torch::Tensor centers;         // [centres] int64: atoms whose energy counts
   torch::Tensor neighbor_index;  // [centres, K] int64: neighbours within the cutoff, -1 padding
   torch::Tensor center_frame;    // [centres] int64: frame of each centre
+  // [centres] bool, optional (undefined: all count): centres whose energy counts in the frame
+  // energy and virial. Every centre's energy moves the atoms (forces): a rank includes ghost
+  // centres near its owned atoms so that their forces are exact (potential_training.h).
+  torch::Tensor center_energy_mask;
   int64_t num_frames = 1;
 
   // Concatenates graphs (indices shifted, frames renumbered in order).

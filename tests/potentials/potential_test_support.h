@@ -18,6 +18,7 @@
 #include "potential.h"
 #include "potential_evaluator.h"
 #include "potential_registry.h"
+#include "radial_basis.h"
 
 namespace otf::testing {
 
@@ -135,6 +136,24 @@ inline void fit_statistics(Potential& potential, const std::vector<PeriodicConfi
     potential.accumulate_descriptor_statistics(potential.descriptor_moments(
         local_environments(graph, potential.num_species(), potential.cutoff(), potential.dtype())));
   }
+}
+
+// A smooth Morse pair potential (D = 1 eV, a = 1.5 /A, r0 = 2.4 A, times the cutoff function) as
+// reference labels: the energy of the graph's centres and the forces on every atom of the graph
+// (ghost entries not folded).
+struct MorseLabels {
+  double energy;
+  torch::Tensor forces;  // [atoms, 3] float64
+};
+inline MorseLabels morse_labels(const NeighborGraph& graph, double cutoff) {
+  NeighborGraph copy = graph;
+  copy.positions = graph.positions.detach().to(torch::kFloat64).requires_grad_(true);
+  const LocalEnvironments env = local_environments(copy, 1, cutoff, torch::kFloat64);
+  const torch::Tensor r = (env.pair_vectors * env.pair_vectors).sum(-1).sqrt();
+  const torch::Tensor e = torch::exp(-1.5 * (r - 2.4));
+  const torch::Tensor energy = 0.5 * ((e * e - 2.0 * e) * smooth_cutoff(r, cutoff)).sum();
+  const torch::Tensor forces = -torch::autograd::grad({energy}, {copy.positions})[0];
+  return {energy.item<double>(), forces.detach()};
 }
 
 }  // namespace otf::testing

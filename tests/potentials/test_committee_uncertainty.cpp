@@ -9,7 +9,6 @@
 #include <vector>
 
 #include "potential_test_support.h"
-#include "radial_basis.h"
 
 namespace otf::testing {
 namespace {
@@ -26,23 +25,15 @@ torch::Tensor fold(const torch::Tensor& forces, const Frame& frame) {
   return torch::zeros({frame.num_local, 3}, forces.options()).index_add(0, frame.owner, forces);
 }
 
-// Morse with D = 1 eV, a = 1.5 /A, r0 = 2.4 A, times the smooth cutoff: energy and forces.
 Frame labelled_frame(const PeriodicConfiguration& config, double cutoff) {
   const PeriodicSystem system(config, cutoff);
   Frame frame;
   frame.graph = neighbor_graph_from_view(system.view(), cutoff);
   frame.owner = torch::tensor(std::vector<int64_t>(system.owner().begin(), system.owner().end()));
   frame.num_local = system.num_local();
-  torch::Tensor positions = frame.graph.positions.clone().requires_grad_(true);
-  NeighborGraph graph = frame.graph;
-  graph.positions = positions;
-  const LocalEnvironments env = local_environments(graph, 1, cutoff, torch::kFloat64);
-  const torch::Tensor r = (env.pair_vectors * env.pair_vectors).sum(-1).sqrt();
-  const torch::Tensor e = torch::exp(-1.5 * (r - 2.4));
-  const torch::Tensor energy = 0.5 * ((e * e - 2.0 * e) * smooth_cutoff(r, cutoff)).sum();
-  const torch::Tensor forces = -torch::autograd::grad({energy}, {positions})[0];
-  frame.energy = energy.detach().reshape({1});
-  frame.forces = fold(forces, frame).detach();
+  const MorseLabels labels = morse_labels(frame.graph, cutoff);
+  frame.energy = torch::tensor({labels.energy}, torch::kFloat64);
+  frame.forces = fold(labels.forces, frame);
   return frame;
 }
 
