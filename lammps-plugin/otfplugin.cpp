@@ -8,7 +8,9 @@
 #include "lammpsplugin.h"
 
 #include "build_info.h"
+#include "compute_otf_atom.h"
 #include "otf_info.h"
+#include "pair_otf.h"
 
 #include "comm.h"
 #include "lammps.h"
@@ -81,6 +83,16 @@ Command *otf_info_creator(LAMMPS *lmp)
   return new OTFInfo(lmp);
 }
 
+Pair *pair_otf_creator(LAMMPS *lmp)
+{
+  return new PairOTF(lmp);
+}
+
+Compute *compute_otf_atom_creator(LAMMPS *lmp, int argc, char **argv)
+{
+  return new ComputeOTFAtom(lmp, argc, argv);
+}
+
 }    // namespace
 
 extern "C" void lammpsplugin_init(void *lmp_handle, void *dso_handle, void *regfunc)
@@ -111,5 +123,17 @@ extern "C" void lammpsplugin_init(void *lmp_handle, void *dso_handle, void *regf
   plugin.author = "OTF-Torch developers";
   plugin.creator.v1 = reinterpret_cast<lammpsplugin_factory1 *>(&otf_info_creator);
   plugin.handle = dso_handle;
+  register_plugin(&plugin, lmp);
+
+  plugin.style = "pair";
+  plugin.name = "otf";
+  plugin.info = "OTF-Torch ML potential";
+  plugin.creator.v1 = reinterpret_cast<lammpsplugin_factory1 *>(&pair_otf_creator);
+  register_plugin(&plugin, lmp);
+
+  plugin.style = "compute";
+  plugin.name = "otf/atom";
+  plugin.info = "OTF-Torch committee uncertainty per atom";
+  plugin.creator.v2 = reinterpret_cast<lammpsplugin_factory2 *>(&compute_otf_atom_creator);
   register_plugin(&plugin, lmp);
 }

@@ -1,0 +1,410 @@
+/* ----------------------------------------------------------------------
+   OTF-Torch: pair_style otf (doc/pair_otf.md).
+
+   One model evaluation per step: the owned and ghost atoms with their
+   species, and the full neighbour list of the owned atoms, go to
+   otf::ModelSession::evaluate, which adds forces (ghosts included), per-atom
+   energies and virials straight into LAMMPS' arrays. With newton on LAMMPS
+   folds the ghost forces onto their owners; with newton off this style does
+   it with its own reverse communication, so both give the same numbers.
+------------------------------------------------------------------------- */
+
+#include "pair_otf.h"
+
+#include "otf_model_session.h"
+
+#include "atom.h"
+#include "comm.h"
+#include "domain.h"
+#include "error.h"
+#include "force.h"
+#include "memory.h"
+#include "neigh_list.h"
+#include "neigh_request.h"
+#include "neighbor.h"
+#include "update.h"
+
+#include <mpi.h>
+
+#include <climits>
+#include <exception>
+
+using namespace LAMMPS_NS;
+
+namespace {
+
+const char *const kSyntax =
+    "pair_style otf <model file or spec.json> [precision <value>] [chunk <centres>]";
+const char *const kKeywords = "precision, chunk";
+
+// Broadcasts a byte string of any length from `root` (MPI counts are ints).
+void broadcast_bytes(std::string &bytes, int root, MPI_Comm world)
+{
+  long long size = static_cast<long long>(bytes.size());
+  MPI_Bcast(&size, 1, MPI_LONG_LONG, root, world);
+  bytes.resize(static_cast<size_t>(size));
+  const long long piece = INT_MAX / 2;
+  for (long long offset = 0; offset < size; offset += piece) {
+    const int count = static_cast<int>(size - offset < piece ? size - offset : piece);
+    MPI_Bcast(&bytes[offset], count, MPI_CHAR, root, world);
+  }
+}
+
+std::string joined(const std::vector<std::string> &words)
+{
+  std::string text;
+  for (const auto &word : words) text += (text.empty() ? "" : " ") + word;
+  return text;
+}
+
+}    // namespace
+
+/* ---------------------------------------------------------------------- */
+
+PairOTF::PairOTF(LAMMPS *lmp) : Pair(lmp)
+{
+  single_enable = 0;
+  restartinfo = 0;
+  one_coeff = 1;
+  manybody_flag = 1;
+  // The model returns the virial as sum_i x_i f_i over owned and ghost atoms directly.
+  no_virial_fdotr_compute = 1;
+  // Per-atom virials split each pair's virial equally; no centroid decomposition (as pair sw).
+  centroidstressflag = CENTROID_NOTAVAIL;
+  // With newton off this style folds ghost forces (3) and per-atom virials (6) itself.
+  comm_reverse_off = 9;
+}
+
+/* ---------------------------------------------------------------------- */
+
+PairOTF::~PairOTF()
+{
+  if (copymode) return;
+  memory->destroy(atom_species_);
+  memory->destroy(atom_energy_uncertainty_);
+  if (allocated) {
+    memory->destroy(setflag);
+    memory->destroy(cutsq);
+  }
+}
+
+/* ---------------------------------------------------------------------- */
+
+template <typename Body> void PairOTF::on_all_ranks_or_error(const std::string &what, Body &&body)
+{
+  std::string message;
+  int failed = 0;
+  try {
+    body();
+  } catch (std::exception &e) {
+    message = e.what();
+    failed = 1;
+  }
+  // The lowest failing rank reports; error->all is called outside the try block because LAMMPS
+  // errors are exceptions themselves.
+  int first_failed = failed ? comm->me : comm->nprocs;
+  MPI_Allreduce(MPI_IN_PLACE, &first_failed, 1, MPI_INT, MPI_MIN, world);
+  if (first_failed == comm->nprocs) return;
+  broadcast_bytes(message, first_failed, world);
+  error->all(FLERR, "{}: {}", what, message);
+}
+
+/* ---------------------------------------------------------------------- */
+
+void PairOTF::settings(int narg, char **arg)
+{
+  if (narg < 1) error->all(FLERR, "Illegal pair_style otf command: expected {}", kSyntax);
+
+  const std::string path = arg[0];
+  std::string precision = "float32";
+  bigint chunk_size = 2048;
+  for (int iarg = 1; iarg < narg; iarg += 2) {
+    const std::string keyword = arg[iarg];
+    if (keyword != "precision" && keyword != "chunk")
+      error->all(FLERR, "pair_style otf: unknown keyword '{}' (expected one of: {})", keyword,
+                 kKeywords);
+    if (iarg + 1 >= narg)
+      error->all(FLERR, "pair_style otf: keyword '{}' needs a value ({})", keyword, kSyntax);
+    if (keyword == "precision") {
+      on_all_ranks_or_error("pair_style otf: precision",
+                            [&] { precision = otf::canonical_precision_name(arg[iarg + 1]); });
+    } else if (keyword == "chunk") {
+      chunk_size = utils::bnumeric(FLERR, arg[iarg + 1], false, lmp);
+      if (chunk_size < 1)
+        error->all(FLERR, "pair_style otf: chunk must be at least 1 centre atom (got {})",
+                   chunk_size);
+    }
+  }
+
+  // Rank 0 reads the file (or creates the model from a spec) and every rank loads the same
+  // bytes: the replicas are bitwise identical, and a bad file is one clear error.
+  std::string bytes;
+  std::string read_error;
+  if (comm->me == 0) {
+    try {
+      bytes = otf::model_bytes_from_path(path);
+    } catch (std::exception &e) {
+      read_error = e.what();
+      if (read_error.empty()) read_error = "unknown error";
+    }
+  }
+  broadcast_bytes(read_error, 0, world);
+  if (!read_error.empty())
+    error->all(FLERR, "pair_style otf: cannot load the model: {}", read_error);
+  broadcast_bytes(bytes, 0, world);
+
+  // A new model invalidates the element mapping: pair_coeff must follow.
+  session_.reset();
+  on_all_ranks_or_error(fmt::format("pair_style otf: model '{}'", path), [&] {
+    session_ = std::make_unique<otf::ModelSession>(bytes, precision, chunk_size);
+  });
+  model_path_ = path;
+  if (allocated) {
+    for (int i = 1; i <= atom->ntypes; i++)
+      for (int j = i; j <= atom->ntypes; j++) setflag[i][j] = 0;
+  }
+  type_species_.clear();
+
+  if (comm->me == 0) {
+    utils::logmesg(lmp,
+                   "pair_style otf: model '{}' ({}, elements {}, cutoff {} in {} units, "
+                   "committee of {}, {} parameters, {} optimizer steps)\n"
+                   "  inference precision {}, {} centre atoms per chunk\n",
+                   path, session_->architecture(), joined(session_->elements()),
+                   session_->cutoff(), session_->units(), session_->committee_size(),
+                   session_->dtype(), session_->optimizer_steps(), session_->precision_name(),
+                   session_->chunk_size());
+  }
+}
+
+/* ---------------------------------------------------------------------- */
+
+void PairOTF::allocate()
+{
+  allocated = 1;
+  const int n = atom->ntypes;
+  memory->create(setflag, n + 1, n + 1, "pair:setflag");
+  for (int i = 1; i <= n; i++)
+    for (int j = i; j <= n; j++) setflag[i][j] = 0;
+  memory->create(cutsq, n + 1, n + 1, "pair:cutsq");
+}
+
+/* ---------------------------------------------------------------------- */
+
+void PairOTF::check_units()
+{
+  if (session_->units() != update->unit_style)
+    error->all(FLERR,
+               "pair_style otf: the model '{}' is in '{}' units but this input uses 'units {}'; "
+               "use 'units {}' (before the box is created) or a model made for '{}' units",
+               model_path_, session_->units(), update->unit_style, session_->units(),
+               update->unit_style);
+}
+
+/* ----------------------------------------------------------------------
+   pair_coeff * * <element or NULL per atom type>
+------------------------------------------------------------------------- */
+
+void PairOTF::coeff(int narg, char **arg)
+{
+  if (!session_) error->all(FLERR, "pair_coeff for pair_style otf before its model is loaded");
+  if (!allocated) allocate();
+
+  const int ntypes = atom->ntypes;
+  const std::string model_elements = joined(session_->elements());
+
+  if (narg != 2 + ntypes)
+    error->all(FLERR,
+               "pair_coeff for pair_style otf: expected '* *' and one element (or NULL) per "
+               "atom type ({} types, model elements: {}), got {} argument(s)",
+               ntypes, model_elements, narg);
+  // LAMMPS itself requires "* *" (one_coeff), also under hybrid.
+  check_units();
+
+  const bool under_hybrid = force->pair != this;
+  type_species_.assign(ntypes + 1, -1);
+  int mapped = 0;
+  for (int type = 1; type <= ntypes; type++) {
+    const std::string element = arg[1 + type];
+    if (element == "NULL") {
+      if (!under_hybrid)
+        error->all(FLERR,
+                   "pair_coeff for pair_style otf: atom type {} is NULL, but NULL is only for "
+                   "types left to another style under pair_style hybrid or hybrid/overlay; "
+                   "give every type one of the model's elements ({})",
+                   type, model_elements);
+      continue;
+    }
+    const int species = session_->species_index(element);
+    if (species < 0)
+      error->all(FLERR,
+                 "pair_coeff for pair_style otf: element '{}' (atom type {}) is not in the "
+                 "model '{}', whose elements are: {}",
+                 element, type, model_path_, model_elements);
+    type_species_[type] = species;
+    mapped++;
+  }
+  if (mapped == 0)
+    error->all(FLERR, "pair_coeff for pair_style otf: every atom type is NULL; map at least one "
+                      "type to an element of the model");
+
+  for (int i = 1; i <= ntypes; i++)
+    for (int j = i; j <= ntypes; j++)
+      setflag[i][j] = (type_species_[i] >= 0 && type_species_[j] >= 0) ? 1 : 0;
+}
+
+/* ---------------------------------------------------------------------- */
+
+void PairOTF::init_style()
+{
+  if (!session_) error->all(FLERR, "pair_style otf has no model");
+  if (static_cast<int>(type_species_.size()) != atom->ntypes + 1)
+    error->all(FLERR, "pair_style otf: pair_coeff * * <element per type> must follow pair_style "
+                      "otf (the number of atom types changed or no mapping was given)");
+  check_units();
+  if (domain->dimension != 3)
+    error->all(FLERR, "pair_style otf requires a 3d simulation (its models are 3d)");
+
+  // A full list of the owned atoms' neighbours; ghosts need none (the model is local).
+  const int irequest = neighbor->request(this, instance_me);
+  neighbor->requests[irequest]->half = 0;
+  neighbor->requests[irequest]->full = 1;
+
+  // LibTorch's threads follow the rank's OpenMP setting (OMP_NUM_THREADS, package omp, or
+  // Kokkos' threads), so ranks x threads never oversubscribe the cores.
+  otf::ModelSession::set_intra_op_threads(comm->nthreads);
+}
+
+/* ---------------------------------------------------------------------- */
+
+double PairOTF::init_one(int i, int j)
+{
+  if (setflag[i][j] == 0) error->all(FLERR, "All pair coeffs are not set");
+  return session_->cutoff();
+}
+
+/* ---------------------------------------------------------------------- */
+
+void PairOTF::grow_atom_arrays()
+{
+  if (atom->nmax <= nmax_) return;
+  nmax_ = atom->nmax;
+  memory->destroy(atom_species_);
+  memory->destroy(atom_energy_uncertainty_);
+  memory->create(atom_species_, nmax_, "pair:otf:atom_species");
+  memory->create(atom_energy_uncertainty_, nmax_, "pair:otf:atom_energy_uncertainty");
+}
+
+/* ---------------------------------------------------------------------- */
+
+void PairOTF::compute(int eflag, int vflag)
+{
+  ev_init(eflag, vflag);
+  grow_atom_arrays();
+
+  const int nlocal = atom->nlocal;
+  const int nall = nlocal + atom->nghost;
+  const int *type = atom->type;
+  for (int i = 0; i < nall; i++) atom_species_[i] = type_species_[type[i]];
+  for (int i = 0; i < nall; i++) atom_energy_uncertainty_[i] = 0.0;
+
+  // Without newton LAMMPS neither clears nor folds ghost entries: this style does both.
+  if (!force->newton) {
+    double **f = atom->f;
+    for (int i = nlocal; i < nall; i++) f[i][0] = f[i][1] = f[i][2] = 0.0;
+    if (vflag_atom)
+      for (int i = nlocal; i < nall; i++)
+        for (int k = 0; k < 6; k++) vatom[i][k] = 0.0;
+  }
+
+  const int inum = list->inum;
+  if (inum > 0) {
+    center_neighbor_counts_.resize(inum);
+    center_neighbors_.resize(inum);
+    for (int ii = 0; ii < inum; ii++) {
+      const int i = list->ilist[ii];
+      center_neighbor_counts_[ii] = list->numneigh[i];
+      center_neighbors_[ii] = list->firstneigh[i];
+    }
+
+    otf::AtomicSystemView system;
+    system.num_atoms = nall;
+    system.num_local = nlocal;
+    system.positions = atom->x[0];
+    system.species = atom_species_;
+    system.num_centers = inum;
+    system.centers = list->ilist;
+    system.neighbor_counts = center_neighbor_counts_.data();
+    system.neighbors = center_neighbors_.data();
+    system.neighbor_index_mask = NEIGHMASK;
+
+    otf::EvaluationOutputs outputs;
+    outputs.forces = atom->f[0];
+    outputs.atom_energy = eflag_atom ? eatom : nullptr;
+    outputs.atom_virial = vflag_atom ? vatom[0] : nullptr;
+    outputs.atom_energy_uncertainty = atom_energy_uncertainty_;
+
+    otf::EvaluationTotals totals;
+    std::string failure;
+    try {
+      totals = session_->evaluate(system, outputs);
+    } catch (std::exception &e) {
+      failure = e.what();
+    }
+    if (!failure.empty())
+      error->one(FLERR, "pair_style otf: model evaluation failed on step {}: {}",
+                 update->ntimestep, failure);
+
+    if (eflag_global) eng_vdwl += totals.energy;
+    if (vflag_global)
+      for (int k = 0; k < 6; k++) virial[k] += totals.virial[k];
+  }
+
+  if (!force->newton) comm->reverse_comm_pair(this);
+  last_evaluation_step_ = update->ntimestep;
+  last_evaluation_nlocal_ = nlocal;
+}
+
+/* ---------------------------------------------------------------------- */
+
+int PairOTF::pack_reverse_comm(int n, int first, double *buf)
+{
+  double **f = atom->f;
+  int m = 0;
+  const int last = first + n;
+  for (int i = first; i < last; i++) {
+    buf[m++] = f[i][0];
+    buf[m++] = f[i][1];
+    buf[m++] = f[i][2];
+    if (vflag_atom)
+      for (int k = 0; k < 6; k++) buf[m++] = vatom[i][k];
+  }
+  return m;
+}
+
+/* ---------------------------------------------------------------------- */
+
+void PairOTF::unpack_reverse_comm(int n, int *list_of_atoms, double *buf)
+{
+  double **f = atom->f;
+  int m = 0;
+  for (int j = 0; j < n; j++) {
+    const int i = list_of_atoms[j];
+    f[i][0] += buf[m++];
+    f[i][1] += buf[m++];
+    f[i][2] += buf[m++];
+    if (vflag_atom)
+      for (int k = 0; k < 6; k++) vatom[i][k] += buf[m++];
+  }
+}
+
+/* ---------------------------------------------------------------------- */
+
+double PairOTF::memory_usage()
+{
+  double bytes = Pair::memory_usage();
+  bytes += static_cast<double>(nmax_) * (sizeof(int) + sizeof(double));
+  bytes += static_cast<double>(center_neighbor_counts_.capacity()) * sizeof(int);
+  bytes += static_cast<double>(center_neighbors_.capacity()) * sizeof(const int *);
+  return bytes;
+}

@@ -1,0 +1,73 @@
+/* -*- c++ -*- ----------------------------------------------------------
+   OTF-Torch: pair_style otf, an OTF-Torch ML potential in LAMMPS. A thin
+   shell: it parses the style's arguments, hands LAMMPS' arrays to the model
+   (otf::ModelSession, which keeps LibTorch out of this header) and reports
+   errors. Energies, forces and virials are double precision here whatever
+   precision the model runs in.
+------------------------------------------------------------------------- */
+
+#ifndef LMP_PAIR_OTF_H
+#define LMP_PAIR_OTF_H
+
+#include "pair.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace otf {
+class ModelSession;
+}
+
+namespace LAMMPS_NS {
+
+class PairOTF : public Pair {
+ public:
+  explicit PairOTF(class LAMMPS *);
+  ~PairOTF() override;
+
+  void compute(int, int) override;
+  void settings(int, char **) override;
+  void coeff(int, char **) override;
+  void init_style() override;
+  double init_one(int, int) override;
+  int pack_reverse_comm(int, int, double *) override;
+  void unpack_reverse_comm(int, int *, double *) override;
+  double memory_usage() override;
+
+  // Standard deviation over the committee of each atom's energy, from the last force
+  // evaluation ([nlocal + nghost], zero for atoms that are not centres of this style).
+  const double *atom_energy_uncertainty() const { return atom_energy_uncertainty_; }
+  // The timestep of the last force evaluation (-1 before the first) and its owned atom count.
+  bigint last_evaluation_step() const { return last_evaluation_step_; }
+  int last_evaluation_nlocal() const { return last_evaluation_nlocal_; }
+  // The model being evaluated; a training fix updates its weights in place.
+  otf::ModelSession &model_session() { return *session_; }
+
+ protected:
+  void allocate();
+  void grow_atom_arrays();
+  void check_units();
+  // Runs `body` on every rank; if it throws on any rank, every rank stops with error->all
+  // carrying the message of the lowest rank that failed (no rank is left in a collective).
+  template <typename Body> void on_all_ranks_or_error(const std::string &what, Body &&body);
+
+  std::unique_ptr<otf::ModelSession> session_;
+  std::string model_path_;
+  std::vector<int> type_species_;    // [ntypes + 1]: the model's species of each type, -1 for NULL
+
+  // Per-atom work arrays, sized atom->nmax.
+  int nmax_ = 0;
+  int *atom_species_ = nullptr;
+  double *atom_energy_uncertainty_ = nullptr;
+  // The neighbour list re-indexed by centre (LAMMPS indexes numneigh/firstneigh by atom).
+  std::vector<int> center_neighbor_counts_;
+  std::vector<const int *> center_neighbors_;
+
+  bigint last_evaluation_step_ = -1;
+  int last_evaluation_nlocal_ = 0;
+};
+
+}    // namespace LAMMPS_NS
+
+#endif
