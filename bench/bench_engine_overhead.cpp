@@ -24,6 +24,8 @@
 #include "training_strategy.h"
 #include "training_update_orchestrator.h"
 
+#include "bench_timing.h"
+
 namespace {
 
 struct Options {
@@ -101,10 +103,7 @@ double milliseconds_since(std::chrono::steady_clock::time_point start) {
       .count();
 }
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
+using otf::bench::median;
 
 void compare(otf::Precision precision, const Options& options, const otf::TrainingBatch& batch,
              const torch::Tensor& frequencies) {

@@ -26,6 +26,8 @@
 #include "grad_scaler.h"
 #include "precision.h"
 
+#include "bench_timing.h"
+
 namespace {
 
 struct Options {
@@ -128,10 +130,7 @@ std::string cpu_description() {
   return model + ";" + features;
 }
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
+using otf::bench::median;
 
 }  // namespace
 

@@ -22,6 +22,8 @@
 #include "potential_evaluator.h"
 #include "potential_registry.h"
 
+#include "bench_timing.h"
+
 namespace {
 
 struct Options {
@@ -68,10 +70,7 @@ Options parse_options(int argc, char** argv) {
   return options;
 }
 
-double median(std::vector<double> values) {
-  std::sort(values.begin(), values.end());
-  return values[values.size() / 2];
-}
+using otf::bench::median;
 
 }  // namespace
 

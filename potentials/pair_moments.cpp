@@ -101,6 +101,26 @@ std::array<Real, 20> monomial_weights() {
   return weights;
 }
 
+// Calls visit(c, k, r, u, s) for every pair (centre c, slot k) within the cutoff, centres split
+// over LibTorch's intra-op threads; padding rows are skipped.
+template <typename Real, typename Visit>
+void for_each_pair(const Real* vectors, const int64_t* species, int64_t centers, int64_t width,
+                   const PairMomentsShape& shape, Visit&& visit) {
+  const Real cutoff = static_cast<Real>(shape.cutoff);
+  at::parallel_for(0, centers, 16, [&](int64_t begin, int64_t end) {
+    for (int64_t c = begin; c < end; ++c) {
+      for (int64_t k = 0; k < width; ++k) {
+        const Real* v = vectors + 3 * (c * width + k);
+        const Real r = std::sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
+        const int64_t s = species[c * width + k];
+        if (!(r < cutoff) || s < 0 || s >= shape.num_species) continue;  // padding
+        const Real u[3] = {v[0] / r, v[1] / r, v[2] / r};
+        visit(c, k, r, u, s);
+      }
+    }
+  });
+}
+
 template <typename Real>
 void fused_forward(const Real* vectors, const int64_t* species, int64_t centers, int64_t width,
                    const PairMomentsShape& shape, Real* moments) {
@@ -109,26 +129,17 @@ void fused_forward(const Real* vectors, const int64_t* species, int64_t centers,
   const int64_t channels = shape.num_species * radial;
   const auto weights = monomial_weights<Real>();
   const Real cutoff = static_cast<Real>(shape.cutoff);
-  at::parallel_for(0, centers, 16, [&](int64_t begin, int64_t end) {
-    Real phi[kMaxRadial], dphi[kMaxRadial], b[20];
-    for (int64_t c = begin; c < end; ++c) {
-      Real* out = moments + c * channels * count;
-      std::fill(out, out + channels * count, Real(0));
-      for (int64_t k = 0; k < width; ++k) {
-        const Real* v = vectors + 3 * (c * width + k);
-        const Real r = std::sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
-        const int64_t s = species[c * width + k];
-        if (!(r < cutoff) || s < 0 || s >= shape.num_species) continue;  // padding
-        radial_values(r, cutoff, radial, phi, dphi);
-        const Real u[3] = {v[0] / r, v[1] / r, v[2] / r};
-        monomial_values<Real>(u, count, weights.data(), b, nullptr);
-        Real* block = out + s * radial * count;
-        for (int64_t q = 0; q < radial; ++q) {
-          for (int64_t m = 0; m < count; ++m) block[q * count + m] += phi[q] * b[m];
-        }
-      }
-    }
-  });
+  std::fill(moments, moments + centers * channels * count, Real(0));
+  for_each_pair(vectors, species, centers, width, shape,
+                [&](int64_t c, int64_t, Real r, const Real* u, int64_t s) {
+                  Real phi[kMaxRadial], dphi[kMaxRadial], b[20];
+                  radial_values(r, cutoff, radial, phi, dphi);
+                  monomial_values<Real>(u, count, weights.data(), b, nullptr);
+                  Real* block = moments + c * channels * count + s * radial * count;
+                  for (int64_t q = 0; q < radial; ++q) {
+                    for (int64_t m = 0; m < count; ++m) block[q * count + m] += phi[q] * b[m];
+                  }
+                });
 }
 
 template <typename Real>
@@ -139,42 +150,33 @@ void fused_backward(const Real* vectors, const int64_t* species, const Real* gra
   const int64_t channels = shape.num_species * radial;
   const auto weights = monomial_weights<Real>();
   const Real cutoff = static_cast<Real>(shape.cutoff);
-  at::parallel_for(0, centers, 16, [&](int64_t begin, int64_t end) {
-    Real phi[kMaxRadial], dphi[kMaxRadial], b[20], db[20][3];
-    for (int64_t c = begin; c < end; ++c) {
-      const Real* g = grad_moments + c * channels * count;
-      for (int64_t k = 0; k < width; ++k) {
-        const Real* v = vectors + 3 * (c * width + k);
-        Real* out = grad_vectors + 3 * (c * width + k);
-        const Real r = std::sqrt(v[0] * v[0] + v[1] * v[1] + v[2] * v[2]);
-        const int64_t s = species[c * width + k];
-        out[0] = out[1] = out[2] = 0;
-        if (!(r < cutoff) || s < 0 || s >= shape.num_species) continue;
-        radial_values(r, cutoff, radial, phi, dphi);
-        const Real u[3] = {v[0] / r, v[1] / r, v[2] / r};
-        monomial_values<Real>(u, count, weights.data(), b, db);
-        const Real* block = g + s * radial * count;
-        // dE/dr = sum_q (sum_m G_qm b_m) phi'_q;  dE/du = sum_m (sum_q G_qm phi_q) db_m/du.
-        Real radial_part = 0;
-        Real angular[3] = {0, 0, 0};
-        Real weighted[20] = {0};
-        for (int64_t q = 0; q < radial; ++q) {
-          Real gb = 0;
-          for (int64_t m = 0; m < count; ++m) {
-            gb += block[q * count + m] * b[m];
-            weighted[m] += block[q * count + m] * phi[q];
-          }
-          radial_part += gb * dphi[q];
-        }
-        for (int64_t m = 0; m < count; ++m) {
-          for (int d = 0; d < 3; ++d) angular[d] += weighted[m] * db[m][d];
-        }
-        // u = v / r: d/dv = (I - u u^T) / r applied to dE/du; r = |v|: d/dv = u.
-        const Real along = angular[0] * u[0] + angular[1] * u[1] + angular[2] * u[2];
-        for (int d = 0; d < 3; ++d) out[d] = radial_part * u[d] + (angular[d] - along * u[d]) / r;
-      }
-    }
-  });
+  std::fill(grad_vectors, grad_vectors + centers * width * 3, Real(0));  // padding rows stay 0
+  for_each_pair(vectors, species, centers, width, shape,
+                [&](int64_t c, int64_t k, Real r, const Real* u, int64_t s) {
+                  Real phi[kMaxRadial], dphi[kMaxRadial], b[20], db[20][3];
+                  radial_values(r, cutoff, radial, phi, dphi);
+                  monomial_values<Real>(u, count, weights.data(), b, db);
+                  const Real* block = grad_moments + c * channels * count + s * radial * count;
+                  // dE/dr = sum_q (sum_m G_qm b_m) phi'_q;  dE/du = sum_m (sum_q G_qm phi_q) db_m/du.
+                  Real radial_part = 0;
+                  Real angular[3] = {0, 0, 0};
+                  Real weighted[20] = {0};
+                  for (int64_t q = 0; q < radial; ++q) {
+                    Real gb = 0;
+                    for (int64_t m = 0; m < count; ++m) {
+                      gb += block[q * count + m] * b[m];
+                      weighted[m] += block[q * count + m] * phi[q];
+                    }
+                    radial_part += gb * dphi[q];
+                  }
+                  for (int64_t m = 0; m < count; ++m) {
+                    for (int d = 0; d < 3; ++d) angular[d] += weighted[m] * db[m][d];
+                  }
+                  // u = v / r: d/dv = (I - u u^T) / r applied to dE/du; r = |v|: d/dv = u.
+                  Real* out = grad_vectors + 3 * (c * width + k);
+                  const Real along = angular[0] * u[0] + angular[1] * u[1] + angular[2] * u[2];
+                  for (int d = 0; d < 3; ++d) out[d] = radial_part * u[d] + (angular[d] - along * u[d]) / r;
+                });
 }
 
 class PairMomentsFunction : public torch::autograd::Function<PairMomentsFunction> {
