@@ -9,6 +9,7 @@
 
 #include "build_info.h"
 #include "compute_otf_atom.h"
+#include "fix_otf_train.h"
 #include "otf_info.h"
 #include "pair_otf.h"
 
@@ -93,6 +94,11 @@ Compute *compute_otf_atom_creator(LAMMPS *lmp, int argc, char **argv)
   return new ComputeOTFAtom(lmp, argc, argv);
 }
 
+Fix *fix_otf_train_creator(LAMMPS *lmp, int argc, char **argv)
+{
+  return new FixOTFTrain(lmp, argc, argv);
+}
+
 }    // namespace
 
 extern "C" void lammpsplugin_init(void *lmp_handle, void *dso_handle, void *regfunc)
@@ -135,5 +141,11 @@ extern "C" void lammpsplugin_init(void *lmp_handle, void *dso_handle, void *regf
   plugin.name = "otf/atom";
   plugin.info = "OTF-Torch committee uncertainty per atom";
   plugin.creator.v2 = reinterpret_cast<lammpsplugin_factory2 *>(&compute_otf_atom_creator);
+  register_plugin(&plugin, lmp);
+
+  plugin.style = "fix";
+  plugin.name = "otf/train";
+  plugin.info = "OTF-Torch on-the-fly training of pair_style otf's model";
+  plugin.creator.v2 = reinterpret_cast<lammpsplugin_factory2 *>(&fix_otf_train_creator);
   register_plugin(&plugin, lmp);
 }

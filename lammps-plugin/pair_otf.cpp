@@ -12,6 +12,7 @@
 #include "pair_otf.h"
 
 #include "otf_model_session.h"
+#include "otf_rank_agreement.h"
 
 #include "atom.h"
 #include "comm.h"
@@ -26,8 +27,7 @@
 
 #include <mpi.h>
 
-#include <climits>
-#include <exception>
+#include <utility>
 
 using namespace LAMMPS_NS;
 
@@ -36,19 +36,6 @@ namespace {
 const char *const kSyntax =
     "pair_style otf <model file or spec.json> [precision <value>] [chunk <centres>]";
 const char *const kKeywords = "precision, chunk";
-
-// Broadcasts a byte string of any length from `root` (MPI counts are ints).
-void broadcast_bytes(std::string &bytes, int root, MPI_Comm world)
-{
-  long long size = static_cast<long long>(bytes.size());
-  MPI_Bcast(&size, 1, MPI_LONG_LONG, root, world);
-  bytes.resize(static_cast<size_t>(size));
-  const long long piece = INT_MAX / 2;
-  for (long long offset = 0; offset < size; offset += piece) {
-    const int count = static_cast<int>(size - offset < piece ? size - offset : piece);
-    MPI_Bcast(&bytes[offset], count, MPI_CHAR, root, world);
-  }
-}
 
 std::string joined(const std::vector<std::string> &words)
 {
@@ -92,21 +79,8 @@ PairOTF::~PairOTF()
 
 template <typename Body> void PairOTF::on_all_ranks_or_error(const std::string &what, Body &&body)
 {
-  std::string message;
-  int failed = 0;
-  try {
-    body();
-  } catch (std::exception &e) {
-    message = e.what();
-    failed = 1;
-  }
-  // The lowest failing rank reports; error->all is called outside the try block because LAMMPS
-  // errors are exceptions themselves.
-  int first_failed = failed ? comm->me : comm->nprocs;
-  MPI_Allreduce(MPI_IN_PLACE, &first_failed, 1, MPI_INT, MPI_MIN, world);
-  if (first_failed == comm->nprocs) return;
-  broadcast_bytes(message, first_failed, world);
-  error->all(FLERR, "{}: {}", what, message);
+  const std::string failure = otf::first_failure_on_any_rank(world, std::forward<Body>(body));
+  if (!failure.empty()) error->all(FLERR, "{}: {}", what, failure);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -148,10 +122,10 @@ void PairOTF::settings(int narg, char **arg)
       if (read_error.empty()) read_error = "unknown error";
     }
   }
-  broadcast_bytes(read_error, 0, world);
+  otf::broadcast_bytes(read_error, 0, world);
   if (!read_error.empty())
     error->all(FLERR, "pair_style otf: cannot load the model: {}", read_error);
-  broadcast_bytes(bytes, 0, world);
+  otf::broadcast_bytes(bytes, 0, world);
 
   // A new model invalidates the element mapping: pair_coeff must follow.
   session_.reset();

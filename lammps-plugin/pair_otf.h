@@ -41,6 +41,8 @@ class PairOTF : public Pair {
   // The timestep of the last force evaluation (-1 before the first) and its owned atom count.
   bigint last_evaluation_step() const { return last_evaluation_step_; }
   int last_evaluation_nlocal() const { return last_evaluation_nlocal_; }
+  // The model's species index of every atom type ([ntypes + 1], -1 for NULL types).
+  const std::vector<int> &type_species() const { return type_species_; }
   // The model being evaluated; a training fix updates its weights in place.
   otf::ModelSession &model_session() { return *session_; }
 

@@ -75,6 +75,27 @@ NeighborGraph neighbor_graph_from_view(const AtomicSystemView& system, double cu
   return graph;
 }
 
+NeighborGraph drop_unused_atoms(const NeighborGraph& graph, torch::Tensor* kept_atoms) {
+  const int64_t atoms = graph.positions.size(0);
+  const torch::Tensor valid = graph.neighbor_index >= 0;
+  torch::Tensor used = torch::zeros({atoms}, torch::kBool);
+  used.index_fill_(0, graph.centers, true);
+  used.index_fill_(0, graph.neighbor_index.masked_select(valid), true);
+  const torch::Tensor kept = used.nonzero().squeeze(1);
+  torch::Tensor renumber = torch::full({atoms}, -1, torch::kInt64);
+  renumber.index_put_({kept}, torch::arange(kept.size(0), torch::kInt64));
+  NeighborGraph out = graph;
+  out.positions = graph.positions.index_select(0, kept);
+  out.species = graph.species.index_select(0, kept);
+  out.centers = renumber.index_select(0, graph.centers);
+  out.neighbor_index = torch::where(
+      valid,
+      renumber.index_select(0, graph.neighbor_index.clamp_min(0).reshape({-1})).reshape(graph.neighbor_index.sizes()),
+      graph.neighbor_index);
+  if (kept_atoms != nullptr) *kept_atoms = kept;
+  return out;
+}
+
 LocalEnvironments local_environments(const NeighborGraph& graph, int64_t num_species,
                                      double cutoff, torch::ScalarType dtype) {
   const int64_t centers = graph.centers.size(0);

@@ -33,6 +33,11 @@ struct NeighborGraph {
 // `cutoff` (ignored species dropped). One frame; positions float64.
 NeighborGraph neighbor_graph_from_view(const AtomicSystemView& system, double cutoff);
 
+// The graph without the atoms that no centre uses (a view carries every ghost of the MD code's
+// ghost shell; a stored training frame needs only the centres and their neighbours). kept_atoms
+// [kept] int64, ascending: the original index of every kept atom (owned atoms stay first).
+NeighborGraph drop_unused_atoms(const NeighborGraph& graph, torch::Tensor* kept_atoms = nullptr);
+
 // Local environments of the graph's centres, differentiable in graph.positions.
 LocalEnvironments local_environments(const NeighborGraph& graph, int64_t num_species,
                                      double cutoff, torch::ScalarType dtype);

@@ -131,3 +131,31 @@ def last_float(pattern, text):
     if not matches:
         fail(f"no match for {pattern!r}; tail:\n{text[-2000:]}")
     return float(matches[-1])
+
+
+# fix otf/train tests: a small LJ argon crystal (32 atoms) learned from lj/cut by a small model.
+ARGON_LJ_REFERENCE = 'reference "lj/cut 8.5" coeff "* * 0.0104 3.405"'
+
+
+def write_argon_spec(ctx, name="argon.json", *, cutoff=5.0, seed=3):
+    return write_spec(ctx, name, elements=("Ar",), cutoff=cutoff, dtype="float32",
+                      committee_size=2, seed=seed)
+
+
+def argon_script(ctx, spec, *, fix="", steps=100, thermo=10, temperature=60, cells=2,
+                 extra=""):
+    """LJ argon fcc (4 x cells^3 atoms, jittered, seeded), pair_style otf with `spec`, NVE; `fix`
+    is the text after `fix t all otf/train` (empty: no training fix)."""
+    text = (f"plugin load {ctx.plugin}\nunits metal\natom_style atomic\natom_modify map array\n"
+            f"lattice fcc 5.26\nregion box block 0 {cells} 0 {cells} 0 {cells}\n"
+            f"create_box 1 box\ncreate_atoms 1 box\nmass 1 39.948\n"
+            f"displace_atoms all random 0.1 0.1 0.1 4 units box\n"
+            f"velocity all create {temperature} 7 loop geom\n"
+            f"pair_style otf {spec}\npair_coeff * * Ar\nfix nve all nve\ntimestep 0.002\n")
+    columns = "step temp pe"
+    if fix:
+        text += f"fix t all otf/train {fix}\n"
+        columns += " " + " ".join(f"f_t[{i}]" for i in range(1, 13))
+    text += f"thermo_style custom {columns}\nthermo_modify format float %.10g\nthermo {thermo}\n"
+    text += extra + f"run {steps}\n"
+    return text

@@ -356,3 +356,24 @@ TEST(PairMoments, FusedKernelEqualsTheDifferentiableComposition) {
 
 }  // namespace
 }  // namespace otf::testing
+
+namespace otf::testing {
+namespace {
+
+// A stored frame keeps only the atoms its centres use; predictions on them do not change.
+TEST(NeighborGraph, DroppingUnusedAtomsKeepsEveryPrediction) {
+  const PeriodicConfiguration config = random_configuration(20, 2, true, 12);
+  const std::shared_ptr<Potential> model = create_potential(small_spec({"Si", "C"}, "float64"));
+  const PeriodicSystem wide(config, 3.0 * model->cutoff());  // many ghosts nobody uses
+  const NeighborGraph graph = neighbor_graph_from_view(wide.view(), model->cutoff());
+  torch::Tensor kept;
+  const NeighborGraph compact = drop_unused_atoms(graph, &kept);
+  EXPECT_LT(compact.positions.size(0), graph.positions.size(0) / 2);
+  EXPECT_TRUE(torch::equal(kept.narrow(0, 0, wide.num_local()), torch::arange(wide.num_local())));
+  const Prediction full = predict(*model, graph), small = predict(*model, compact);
+  EXPECT_NEAR(small.energy.item<double>(), full.energy.item<double>(), 1e-12 * std::abs(full.energy.item<double>()));
+  EXPECT_TRUE(torch::allclose(small.forces, full.forces.index_select(0, kept), 1e-12, 1e-12));
+}
+
+}  // namespace
+}  // namespace otf::testing

@@ -1,0 +1,550 @@
+/* ----------------------------------------------------------------------
+   OTF-Torch: fix otf/train (doc/fix_otf_train.md).
+
+   Labelling: on a labelled step post_force() sets atom->f aside, lets the
+   reference pair style compute energy, forces and virial from zero (ghost
+   forces folded onto owners with newton on), reads the owned forces as
+   labels and puts atom->f back bit for bit: the MD never sees the reference.
+   The frame: the rank's owned atoms and, as centres that move them but whose
+   energies count elsewhere, the ghost atoms within the model cutoff of an
+   owned atom; the ghost cutoff is raised to 2 x cutoff + skin so that those
+   ghost centres have complete neighbourhoods (potential_training.h).
+------------------------------------------------------------------------- */
+
+#include "fix_otf_train.h"
+
+#include "otf_rank_agreement.h"
+
+#include "otf_model_session.h"
+#include "otf_training_session.h"
+#include "pair_otf.h"
+
+#include "atom.h"
+#include "comm.h"
+#include "domain.h"
+#include "error.h"
+#include "force.h"
+#include "memory.h"
+#include "neigh_list.h"
+#include "neigh_request.h"
+#include "neighbor.h"
+#include "pair.h"
+#include "update.h"
+
+#include <mpi.h>
+
+#include <algorithm>
+#include <climits>
+#include <cmath>
+#include <cstring>
+#include <exception>
+
+using namespace LAMMPS_NS;
+using namespace FixConst;
+
+namespace {
+
+const char *const kSyntax =
+    "fix ID all otf/train reference \"<pair_style args>\" coeff \"<pair_coeff args>\" "
+    "[coeff \"...\"]... [keyword value ...]";
+const char *const kKeywords =
+    "precision, every, steps_per_frame, batch, lr, optimizer, weights, buffer, validation, "
+    "seed, clip, scale_init, scale_growth, scale_backoff, scale_interval, save, save_every, "
+    "stats_frames, drive";
+constexpr int kVectorSize = 12;
+
+}    // namespace
+
+/* ---------------------------------------------------------------------- */
+
+FixOTFTrain::FixOTFTrain(LAMMPS *lmp, int narg, char **arg) :
+    Fix(lmp, narg, arg), settings_(std::make_unique<otf::TrainingSessionSettings>())
+{
+  vector_flag = 1;
+  size_vector = kVectorSize;
+  global_freq = 1;
+  extvector = 0;
+
+  if (igroup != 0)
+    error->all(FLERR, "fix otf/train: the group must be 'all' (got '{}'): the reference "
+                      "energy labels the whole system", arg[1]);
+  if (narg < 7 || strcmp(arg[3], "reference") != 0)
+    error->all(FLERR, "Illegal fix otf/train command: expected {}", kSyntax);
+
+  const auto style_words = utils::split_words(arg[4]);
+  if (style_words.empty())
+    error->all(FLERR, "fix otf/train: the reference needs a pair style, e.g. reference "
+                      "\"lj/cut 8.5\"");
+  reference_style_ = style_words[0];
+  reference_settings_.assign(style_words.begin() + 1, style_words.end());
+  if (utils::strmatch(reference_style_, "^otf") || utils::strmatch(reference_style_, "^hybrid"))
+    error->all(FLERR, "fix otf/train: reference pair style '{}' is not supported (use a plain "
+                      "style: lj/cut, sw, tersoff, eam/alloy, ...)", reference_style_);
+
+  int iarg = 5;
+  while (iarg < narg && strcmp(arg[iarg], "coeff") == 0) {
+    if (iarg + 1 >= narg)
+      error->all(FLERR, "fix otf/train: 'coeff' needs a quoted pair_coeff line, e.g. "
+                        "coeff \"* * 0.0104 3.405\"");
+    reference_coeffs_.push_back(utils::split_words(arg[iarg + 1]));
+    iarg += 2;
+  }
+  if (reference_coeffs_.empty())
+    error->all(FLERR, "fix otf/train: at least one coeff \"<pair_coeff args>\" must follow "
+                      "the reference ({})", kSyntax);
+  parse_keywords(narg, arg, iarg);
+  create_reference();
+}
+
+/* ---------------------------------------------------------------------- */
+
+FixOTFTrain::~FixOTFTrain()
+{
+  session_.reset();
+  delete reference_;
+  memory->destroy(saved_forces_);
+  memory->destroy(atom_species_);
+}
+
+/* ---------------------------------------------------------------------- */
+
+void FixOTFTrain::parse_keywords(int narg, char **arg, int iarg)
+{
+  otf::TrainingSessionSettings &s = *settings_;
+  auto value = [&](int count) {
+    if (iarg + count >= narg)
+      error->all(FLERR, "fix otf/train: keyword '{}' needs {} value(s)", arg[iarg], count);
+  };
+  while (iarg < narg) {
+    const std::string keyword = arg[iarg];
+    if (keyword == "precision") {
+      value(1);
+      std::string message;
+      try {
+        s.precision = otf::canonical_precision_name(arg[iarg + 1]);
+      } catch (std::exception &e) {
+        message = e.what();
+      }
+      if (!message.empty()) error->all(FLERR, "fix otf/train: {}", message);
+      iarg += 2;
+    } else if (keyword == "every") {
+      value(1);
+      label_every_ = utils::inumeric(FLERR, arg[iarg + 1], false, lmp);
+      if (label_every_ < 1) error->all(FLERR, "fix otf/train: every must be >= 1");
+      iarg += 2;
+    } else if (keyword == "steps_per_frame") {
+      value(1);
+      s.steps_per_frame = utils::inumeric(FLERR, arg[iarg + 1], false, lmp);
+      if (s.steps_per_frame < 0) error->all(FLERR, "fix otf/train: steps_per_frame must be >= 0");
+      iarg += 2;
+    } else if (keyword == "batch") {
+      value(1);
+      s.batch_frames = utils::inumeric(FLERR, arg[iarg + 1], false, lmp);
+      if (s.batch_frames < 1) error->all(FLERR, "fix otf/train: batch must be >= 1 frame");
+      iarg += 2;
+    } else if (keyword == "lr") {
+      value(1);
+      s.learning_rate = utils::numeric(FLERR, arg[iarg + 1], false, lmp);
+      if (!(s.learning_rate >= 0.0)) error->all(FLERR, "fix otf/train: lr must be >= 0");
+      iarg += 2;
+    } else if (keyword == "optimizer") {
+      value(1);
+      // Checked by the engine's parser (any case) when the training session is set up.
+      s.optimizer = arg[iarg + 1];
+      iarg += 2;
+    } else if (keyword == "weights") {
+      value(3);
+      s.energy_weight = utils::numeric(FLERR, arg[iarg + 1], false, lmp);
+      s.force_weight = utils::numeric(FLERR, arg[iarg + 2], false, lmp);
+      s.stress_weight = utils::numeric(FLERR, arg[iarg + 3], false, lmp);
+      if (s.energy_weight < 0.0 || s.force_weight < 0.0 || s.stress_weight < 0.0 ||
+          s.energy_weight + s.force_weight + s.stress_weight <= 0.0)
+        error->all(FLERR, "fix otf/train: weights E F S must be >= 0 and not all 0");
+      iarg += 4;
+    } else if (keyword == "buffer") {
+      value(1);
+      s.buffer_frames = utils::inumeric(FLERR, arg[iarg + 1], false, lmp);
+      if (s.buffer_frames < 1) error->all(FLERR, "fix otf/train: buffer must be >= 1 frame");
+      iarg += 2;
+    } else if (keyword == "validation") {
+      value(1);
+      s.validation_fraction = utils::numeric(FLERR, arg[iarg + 1], false, lmp);
+      if (s.validation_fraction < 0.0 || s.validation_fraction > 0.5)
+        error->all(FLERR, "fix otf/train: validation must be in [0, 0.5] (got {})",
+                   s.validation_fraction);
+      iarg += 2;
+    } else if (keyword == "seed") {
+      value(1);
+      const int seed = utils::inumeric(FLERR, arg[iarg + 1], false, lmp);
+      if (seed < 0) error->all(FLERR, "fix otf/train: seed must be >= 0");
+      s.seed = static_cast<uint64_t>(seed);
+      iarg += 2;
+    } else if (keyword == "clip") {
+      value(1);
+      s.clip_max_norm = utils::numeric(FLERR, arg[iarg + 1], false, lmp);
+      if (s.clip_max_norm < 0.0) error->all(FLERR, "fix otf/train: clip must be >= 0 (0: off)");
+      iarg += 2;
+    } else if (keyword == "scale_init") {
+      value(1);
+      s.scale_init = utils::numeric(FLERR, arg[iarg + 1], false, lmp);
+      if (!(s.scale_init > 0.0)) error->all(FLERR, "fix otf/train: scale_init must be > 0");
+      iarg += 2;
+    } else if (keyword == "scale_growth") {
+      value(1);
+      s.scale_growth = utils::numeric(FLERR, arg[iarg + 1], false, lmp);
+      if (!(s.scale_growth > 1.0)) error->all(FLERR, "fix otf/train: scale_growth must be > 1");
+      iarg += 2;
+    } else if (keyword == "scale_backoff") {
+      value(1);
+      s.scale_backoff = utils::numeric(FLERR, arg[iarg + 1], false, lmp);
+      if (!(s.scale_backoff > 0.0 && s.scale_backoff < 1.0))
+        error->all(FLERR, "fix otf/train: scale_backoff must be in (0, 1)");
+      iarg += 2;
+    } else if (keyword == "scale_interval") {
+      value(1);
+      s.scale_interval = utils::inumeric(FLERR, arg[iarg + 1], false, lmp);
+      if (s.scale_interval < 1) error->all(FLERR, "fix otf/train: scale_interval must be >= 1");
+      iarg += 2;
+    } else if (keyword == "save") {
+      value(1);
+      save_path_ = arg[iarg + 1];
+      iarg += 2;
+    } else if (keyword == "save_every") {
+      value(1);
+      save_every_ = utils::bnumeric(FLERR, arg[iarg + 1], false, lmp);
+      if (save_every_ < 0) error->all(FLERR, "fix otf/train: save_every must be >= 0");
+      iarg += 2;
+    } else if (keyword == "drive") {
+      value(1);
+      const std::string who = arg[iarg + 1];
+      if (who == "reference") drive_reference_ = true;
+      else if (who == "model") drive_reference_ = false;
+      else
+        error->all(FLERR, "fix otf/train: drive '{}' is not available (expected reference or "
+                          "model; auto is not implemented yet)", who);
+      iarg += 2;
+    } else if (keyword == "stats_frames") {
+      value(1);
+      s.stats_frames = utils::inumeric(FLERR, arg[iarg + 1], false, lmp);
+      if (s.stats_frames < 0) error->all(FLERR, "fix otf/train: stats_frames must be >= 0");
+      iarg += 2;
+    } else {
+      error->all(FLERR, "fix otf/train: unknown keyword '{}' (expected one of: {})", keyword,
+                 kKeywords);
+    }
+  }
+  if (save_every_ > 0 && save_path_.empty())
+    error->all(FLERR, "fix otf/train: save_every needs a file: save <path>");
+}
+
+/* ---------------------------------------------------------------------- */
+
+void FixOTFTrain::create_reference()
+{
+  int sflag = 0;
+  reference_ = force->new_pair(reference_style_, 1, sflag);
+  if (!reference_)
+    error->all(FLERR, "fix otf/train: unknown reference pair style '{}'", reference_style_);
+  std::vector<char *> words;
+  for (auto &word : reference_settings_) words.push_back(&word[0]);
+  reference_->settings(static_cast<int>(words.size()), words.data());
+  for (auto &coeff : reference_coeffs_) {
+    words.clear();
+    for (auto &word : coeff) words.push_back(&word[0]);
+    reference_->coeff(static_cast<int>(words.size()), words.data());
+  }
+}
+
+/* ---------------------------------------------------------------------- */
+
+template <typename Body> void FixOTFTrain::on_all_ranks_or_error(const std::string &what, Body &&body)
+{
+  const std::string failure = otf::first_failure_on_any_rank(world, std::forward<Body>(body));
+  if (!failure.empty()) error->all(FLERR, "fix otf/train: {}: {}", what, failure);
+}
+
+/* ---------------------------------------------------------------------- */
+
+int FixOTFTrain::setmask()
+{
+  return POST_FORCE;
+}
+
+/* ---------------------------------------------------------------------- */
+
+void FixOTFTrain::init()
+{
+  model_pair_ = dynamic_cast<PairOTF *>(force->pair_match("^otf", 0));
+  if (!model_pair_)
+    error->all(FLERR, "fix otf/train needs pair_style otf (alone or under hybrid/overlay): it "
+                      "trains the model that pair style evaluates");
+  const double cutoff = model_pair_->model_session().cutoff();
+  type_species_ = model_pair_->type_species();
+  if (static_cast<int>(type_species_.size()) != atom->ntypes + 1)
+    error->all(FLERR, "fix otf/train: pair_coeff * * <element per type> must follow pair_style otf");
+
+  // The reference: its own neighbour list, at its own cutoff.
+  const int first_request = neighbor->nrequest;
+  reference_->init();
+  const double reference_cutoff = reference_->cutforce;
+  for (int i = first_request; i < neighbor->nrequest; i++) {
+    neighbor->requests[i]->cut = 1;
+    neighbor->requests[i]->cutoff = reference_cutoff + neighbor->skin;
+  }
+
+  // The frame: a full list with ghost neighbours, for the owned atoms and the ghost centres.
+  const int irequest = neighbor->request(this, instance_me);
+  neighbor->requests[irequest]->pair = 0;
+  neighbor->requests[irequest]->fix = 1;
+  neighbor->requests[irequest]->half = 0;
+  neighbor->requests[irequest]->full = 1;
+  neighbor->requests[irequest]->ghost = 1;
+
+  // Ghost centres within the cutoff of an owned atom need every neighbour within the cutoff.
+  const double needed = std::max(2.0 * cutoff, reference_cutoff) + neighbor->skin;
+  if (comm->cutghostuser < needed) {
+    if (comm->me == 0 && !ghost_cutoff_warned_)
+      error->warning(FLERR, "fix otf/train: ghost cutoff raised to {} (2 x model cutoff + skin, "
+                            "as comm_modify cutoff does) so that ghost centres have complete "
+                            "neighbourhoods", needed);
+    ghost_cutoff_warned_ = true;
+    comm->cutghostuser = needed;
+  }
+
+  if (!session_) {
+    on_all_ranks_or_error("cannot set up training", [&] {
+      session_ = std::make_unique<otf::TrainingSession>(
+          model_pair_->model_session().potential(), *settings_, world);
+    });
+    if (comm->me == 0)
+      utils::logmesg(lmp,
+                     "fix otf/train: reference pair_style {}, model cutoff {}, precision {}, "
+                     "label every {} steps, {} optimizer step(s) of {} frame(s) per frame, "
+                     "buffer {} frames\n",
+                     reference_style_, cutoff, settings_->precision, label_every_,
+                     settings_->steps_per_frame, settings_->batch_frames,
+                     settings_->buffer_frames);
+  }
+}
+
+/* ---------------------------------------------------------------------- */
+
+void FixOTFTrain::init_list(int /*id*/, NeighList *ptr)
+{
+  list_ = ptr;
+}
+
+/* ---------------------------------------------------------------------- */
+
+void FixOTFTrain::setup(int vflag)
+{
+  post_force(vflag);
+}
+
+/* ---------------------------------------------------------------------- */
+
+void FixOTFTrain::post_force(int /*vflag*/)
+{
+  update_uncertainty();
+  const bigint step = update->ntimestep;
+  const bool label = step % label_every_ == 0 && step != last_labelled_step_;
+  if (drive_reference_ && !label) {
+    double energy = 0.0, virial[6];
+    label_current_configuration(energy, virial);
+  }
+  if (!label) return;
+  last_labelled_step_ = step;
+  add_frame_and_train();
+  if (save_every_ > 0 && step % save_every_ == 0) save_model("save_every");
+}
+
+/* ---------------------------------------------------------------------- */
+
+void FixOTFTrain::post_run()
+{
+  if (!save_path_.empty() && session_ && last_saved_step_ != update->ntimestep)
+    save_model("end of run");
+}
+
+/* ---------------------------------------------------------------------- */
+
+void FixOTFTrain::label_current_configuration(double &energy, double virial[6])
+{
+  const int nlocal = atom->nlocal;
+  const int nall = nlocal + atom->nghost;
+  double **f = atom->f;
+  if (atom->nmax > nmax_) {
+    nmax_ = atom->nmax;
+    memory->destroy(saved_forces_);
+    memory->destroy(atom_species_);
+    memory->create(saved_forces_, nmax_, 3, "otf/train:saved_forces");
+    memory->create(atom_species_, nmax_, "otf/train:atom_species");
+  }
+  std::memcpy(saved_forces_[0], f[0], sizeof(double) * 3 * nall);
+  std::memset(f[0], 0, sizeof(double) * 3 * nall);
+
+  // As Integrate::ev_set would: global energy and virial, by f.r when the style allows it.
+  const int vflag = reference_->no_virial_fdotr_compute ? VIRIAL_PAIR : VIRIAL_FDOTR;
+  reference_->compute(ENERGY_GLOBAL, vflag);
+  if (force->newton_pair) comm->reverse_comm();
+  reference_calls_++;
+
+  owned_forces_.assign(f[0], f[0] + 3 * nlocal);
+  // The reference drives: its forces stay (the owned ones count after reverse communication).
+  if (!drive_reference_) std::memcpy(f[0], saved_forces_[0], sizeof(double) * 3 * nall);
+
+  double local[7] = {reference_->eng_vdwl + reference_->eng_coul};
+  for (int k = 0; k < 6; k++) local[1 + k] = reference_->virial[k];
+  double total[7];
+  MPI_Allreduce(local, total, 7, MPI_DOUBLE, MPI_SUM, world);
+  energy = total[0];
+  for (int k = 0; k < 6; k++) virial[k] = total[1 + k];
+}
+
+/* ---------------------------------------------------------------------- */
+
+void FixOTFTrain::add_frame_and_train()
+{
+  double energy = 0.0, virial[6];
+  label_current_configuration(energy, virial);
+
+  const int nlocal = atom->nlocal;
+  const int nall = nlocal + atom->nghost;
+  const int *type = atom->type;
+  for (int i = 0; i < nall; i++) atom_species_[i] = type_species_[type[i]];
+
+  // Centres: owned atoms with an element, then ghost atoms within the model cutoff of one.
+  const double cutoff_sq = std::pow(model_pair_->model_session().cutoff(), 2);
+  double **x = atom->x;
+  std::vector<unsigned char> near_owned(nall, 0);
+  for (int ii = 0; ii < list_->inum; ii++) {
+    const int i = list_->ilist[ii];
+    if (i >= nlocal || atom_species_[i] < 0) continue;
+    const int *jlist = list_->firstneigh[i];
+    for (int jj = 0; jj < list_->numneigh[i]; jj++) {
+      const int j = jlist[jj] & NEIGHMASK;
+      if (j < nlocal) continue;
+      const double dx = x[j][0] - x[i][0], dy = x[j][1] - x[i][1], dz = x[j][2] - x[i][2];
+      if (dx * dx + dy * dy + dz * dz < cutoff_sq) near_owned[j] = 1;
+    }
+  }
+  // ilist of a ghost list: owned atoms, then ghosts (gnum of them); index by atom.
+  std::vector<int> entry_of_atom(nall, -1);
+  const int entries = list_->inum + list_->gnum;
+  for (int ii = 0; ii < entries; ii++) entry_of_atom[list_->ilist[ii]] = ii;
+  centers_.clear();
+  center_counts_.clear();
+  center_neighbor_counts_.clear();
+  center_neighbors_.clear();
+  for (int i = 0; i < nall; i++) {
+    if (atom_species_[i] < 0 || (i >= nlocal && !near_owned[i])) continue;
+    const int ii = entry_of_atom[i];
+    if (ii < 0) error->one(FLERR, "fix otf/train: atom {} has no neighbour list entry", i);
+    const int atom_index = list_->ilist[ii];
+    centers_.push_back(i);
+    center_counts_.push_back(i < nlocal ? 1 : 0);
+    center_neighbor_counts_.push_back(list_->numneigh[atom_index]);
+    center_neighbors_.push_back(list_->firstneigh[atom_index]);
+  }
+
+  otf::FramePart frame;
+  frame.system.num_atoms = nall;
+  frame.system.num_local = nlocal;
+  frame.system.positions = x[0];
+  frame.system.species = atom_species_;
+  frame.system.num_centers = static_cast<int>(centers_.size());
+  frame.system.centers = centers_.data();
+  frame.system.neighbor_counts = center_neighbor_counts_.data();
+  frame.system.neighbors = center_neighbors_.data();
+  frame.system.neighbor_index_mask = NEIGHMASK;
+  frame.center_energy_counts = center_counts_.data();
+  frame.owned_forces = owned_forces_.data();
+  frame.energy = energy;
+  for (int k = 0; k < 6; k++) frame.virial[k] = virial[k];
+  frame.volume = domain->xprd * domain->yprd * domain->zprd;
+  frame.atoms_in_frame = static_cast<int64_t>(atom->natoms);
+
+  on_all_ranks_or_error(fmt::format("training on step {}", update->ntimestep), [&] {
+    session_->add_frame(frame);
+    session_->train();
+    session_->validate();
+  });
+  check_replicas();
+}
+
+/* ---------------------------------------------------------------------- */
+
+void FixOTFTrain::update_uncertainty()
+{
+  double local = 0.0;
+  const double *uncertainty = model_pair_->atom_energy_uncertainty();
+  if (uncertainty && model_pair_->last_evaluation_step() == update->ntimestep) {
+    const int n = std::min(model_pair_->last_evaluation_nlocal(), atom->nlocal);
+    for (int i = 0; i < n; i++) local = std::max(local, uncertainty[i]);
+  }
+  MPI_Allreduce(&local, &max_uncertainty_, 1, MPI_DOUBLE, MPI_MAX, world);
+}
+
+/* ---------------------------------------------------------------------- */
+
+void FixOTFTrain::check_replicas()
+{
+  const unsigned long long hash = session_->weights_hash();
+  unsigned long long low = 0, high = 0;
+  MPI_Allreduce(&hash, &low, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, world);
+  MPI_Allreduce(&hash, &high, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, world);
+  replicas_differ_ = low != high ? 1 : 0;
+  if (replicas_differ_ && comm->me == 0)
+    error->warning(FLERR, "fix otf/train: the model replicas differ across ranks on step {}",
+                   update->ntimestep);
+}
+
+/* ---------------------------------------------------------------------- */
+
+void FixOTFTrain::save_model(const char *why)
+{
+  std::string message;
+  if (comm->me == 0) {
+    try {
+      session_->save(save_path_);
+    } catch (std::exception &e) {
+      message = e.what();
+      if (message.empty()) message = "unknown error";
+    }
+  }
+  otf::broadcast_bytes(message, 0, world);
+  if (!message.empty()) error->all(FLERR, "fix otf/train: cannot save the model: {}", message);
+  last_saved_step_ = update->ntimestep;
+  if (comm->me == 0)
+    utils::logmesg(lmp, "fix otf/train: step {}: model saved to {} ({}, {} optimizer steps)\n",
+                   update->ntimestep, save_path_, why, session_->report().optimizer_steps);
+}
+
+/* ---------------------------------------------------------------------- */
+
+double FixOTFTrain::compute_vector(int n)
+{
+  const otf::TrainingReport report = session_ ? session_->report() : otf::TrainingReport{};
+  switch (n) {
+    case 0: return report.last_loss;
+    case 1: return report.energy_rmse_per_atom;
+    case 2: return report.force_rmse;
+    case 3: return report.stress_rmse;
+    case 4: return report.loss_scale;
+    case 5: return static_cast<double>(report.skipped_steps);
+    case 6: return static_cast<double>(report.optimizer_steps);
+    case 7: return static_cast<double>(report.buffer_frames);
+    case 8: return static_cast<double>(reference_calls_);
+    case 9: return max_uncertainty_;
+    case 10: return drive_reference_ ? 0.0 : 1.0;
+    case 11: return static_cast<double>(replicas_differ_);
+    default: return 0.0;
+  }
+}
+
+/* ---------------------------------------------------------------------- */
+
+double FixOTFTrain::memory_usage()
+{
+  return static_cast<double>(nmax_) * (3 * sizeof(double) + sizeof(int));
+}

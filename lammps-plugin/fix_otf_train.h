@@ -1,0 +1,98 @@
+/* -*- c++ -*- ----------------------------------------------------------
+   OTF-Torch: fix otf/train (doc/fix_otf_train.md). Trains the model of
+   pair_style otf while the MD runs: every N steps a reference pair style,
+   owned by this fix, labels the current configuration (energy, forces,
+   virial) without touching the MD forces; the rank's part of the frame goes
+   to the replay buffer and the engine takes optimizer steps on batches drawn
+   from it, data-parallel over the ranks. A thin shell: the training state is
+   otf::TrainingSession, which keeps LibTorch out of this header.
+------------------------------------------------------------------------- */
+
+#ifdef FIX_CLASS
+// clang-format off
+FixStyle(otf/train,FixOTFTrain);
+// clang-format on
+#else
+
+#ifndef LMP_FIX_OTF_TRAIN_H
+#define LMP_FIX_OTF_TRAIN_H
+
+#include "fix.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace otf {
+class TrainingSession;
+struct TrainingSessionSettings;
+}    // namespace otf
+
+namespace LAMMPS_NS {
+
+class PairOTF;
+
+class FixOTFTrain : public Fix {
+ public:
+  FixOTFTrain(class LAMMPS *, int, char **);
+  ~FixOTFTrain() override;
+
+  int setmask() override;
+  void init() override;
+  void init_list(int, class NeighList *) override;
+  void setup(int) override;
+  void post_force(int) override;
+  void post_run() override;
+  double compute_vector(int) override;
+  double memory_usage() override;
+
+ private:
+  void parse_keywords(int narg, char **arg, int first);
+  void create_reference();
+  // Evaluates the reference on the current configuration; f is restored exactly afterwards.
+  void label_current_configuration(double &energy, double virial[6]);
+  void add_frame_and_train();
+  void update_uncertainty();
+  void check_replicas();
+  void save_model(const char *why);
+  template <typename Body> void on_all_ranks_or_error(const std::string &what, Body &&body);
+
+  // The reference potential: its style, its settings and each pair_coeff line, as given.
+  std::string reference_style_;
+  std::vector<std::string> reference_settings_;
+  std::vector<std::vector<std::string>> reference_coeffs_;
+  class Pair *reference_ = nullptr;
+  int reference_request_first_ = -1;
+
+  PairOTF *model_pair_ = nullptr;
+  class NeighList *list_ = nullptr;
+  std::unique_ptr<otf::TrainingSessionSettings> settings_;
+  std::unique_ptr<otf::TrainingSession> session_;
+
+  int label_every_ = 10;
+  bigint save_every_ = 0;
+  std::string save_path_;
+  bigint last_labelled_step_ = -1;
+  bigint last_saved_step_ = -1;
+  bigint reference_calls_ = 0;
+  double max_uncertainty_ = 0.0;
+  int replicas_differ_ = 0;
+  bool ghost_cutoff_warned_ = false;
+  bool drive_reference_ = false;    // the reference's forces move the atoms
+
+  // Work arrays, sized atom->nmax.
+  int nmax_ = 0;
+  double **saved_forces_ = nullptr;
+  int *atom_species_ = nullptr;
+  std::vector<int> type_species_;    // [ntypes + 1]
+  std::vector<int> centers_;
+  std::vector<unsigned char> center_counts_;
+  std::vector<int> center_neighbor_counts_;
+  std::vector<const int *> center_neighbors_;
+  std::vector<double> owned_forces_;
+};
+
+}    // namespace LAMMPS_NS
+
+#endif
+#endif

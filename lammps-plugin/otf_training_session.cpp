@@ -1,0 +1,305 @@
+/* ----------------------------------------------------------------------
+   OTF-Torch: the training state of fix otf/train. The only file of the fix
+   that includes LibTorch, the engine (src/) and the potentials layer.
+------------------------------------------------------------------------- */
+
+#include "otf_training_session.h"
+
+#include "communicator.h"
+#include "gradient_clip_hook.h"
+#include "losses.h"
+#include "mixed_precision_hook.h"
+#include "model_file.h"
+#include "mpi_communicator.h"
+#include "neighbor_graph.h"
+#include "optimizer_factory.h"
+#include "potential.h"
+#include "potential_training.h"
+#include "precision.h"
+#include "replay_buffer.h"
+#include "training_strategy.h"
+
+#include <torch/torch.h>
+
+#include <cmath>
+#include <cstring>
+#include <stdexcept>
+#include <utility>
+
+namespace otf {
+
+struct TrainingSession::Impl {
+  std::shared_ptr<Potential> potential;
+  TrainingSessionSettings settings;
+  std::shared_ptr<MpiCommunicator> communicator;
+  std::unique_ptr<ReplayBuffer> buffer;
+  std::unique_ptr<TrainingStrategy> strategy;
+  // Hooks stay entered across train_batch calls (the strategy's Scope).
+  std::unique_ptr<TrainingStrategy::Scope> scope;
+  Precision precision = Precision::Float32;
+  // Statistics phase: one row per frame ([species] atom counts) and the frame energies.
+  std::vector<torch::Tensor> stats_counts;
+  std::vector<double> stats_energies;
+  bool statistics_ready = false;
+  // The force component of the last loss (this rank's share), captured by the loss function.
+  double last_force_component = 0.0;
+  double last_other_components = 0.0;
+};
+
+namespace {
+
+// The rank's centres whose energy counts (its owned atoms) as a graph of their own: descriptor
+// moments must count every atom of the frame once over all ranks.
+NeighborGraph owned_centres(const NeighborGraph &graph)
+{
+  const torch::Tensor rows = graph.center_energy_mask.nonzero().squeeze(1);
+  NeighborGraph owned = graph;
+  owned.centers = graph.centers.index_select(0, rows);
+  owned.neighbor_index = graph.neighbor_index.index_select(0, rows);
+  owned.center_frame = graph.center_frame.index_select(0, rows);
+  owned.center_energy_mask = graph.center_energy_mask.index_select(0, rows);
+  return owned;
+}
+
+}    // namespace
+
+TrainingSession::TrainingSession(std::shared_ptr<Potential> potential,
+                                 const TrainingSessionSettings &settings, MPI_Comm world) :
+    impl_(std::make_unique<Impl>())
+{
+  Impl &s = *impl_;
+  s.potential = std::move(potential);
+  s.settings = settings;
+  s.precision = parse_precision(settings.precision);
+  s.communicator = std::make_shared<MpiCommunicator>(world);
+
+  ReplayBufferOptions buffer_options;
+  // Frames only, never bytes: every rank then evicts and samples the same frame indices.
+  buffer_options.capacity_frames = settings.buffer_frames;
+  buffer_options.validation_fraction = settings.validation_fraction;
+  buffer_options.seed = settings.seed;
+  s.buffer = std::make_unique<ReplayBuffer>(buffer_options);
+
+  const bool stress = settings.stress_weight > 0.0;
+  ComposedLossSettings loss_settings;
+  EnergyLossOptions energy_options;
+  energy_options.per_atom = true;
+  loss_settings.energy = WeightedLoss<EnergyLossOptions>{settings.energy_weight, energy_options};
+  loss_settings.forces = WeightedLoss<ForceLossOptions>{settings.force_weight, {}};
+  if (stress) loss_settings.stress = WeightedLoss<StressLossOptions>{settings.stress_weight, {}};
+  auto composed = std::make_shared<ComposedLoss>(loss_settings);
+
+  PotentialTrainingOptions training_options;
+  training_options.train_members = true;
+  training_options.stress = stress;
+  training_options.communicator = s.communicator;
+
+  const LossFunction loss = potential_loss_function(composed, s.potential->committee_size(), true);
+  Impl *state = impl_.get();
+  TrainingStrategyOptions options;
+  options.models = {{"main", s.potential}};
+  options.training_fn = potential_training_function(training_options);
+  // Keeps the parts of the loss for the report: the force term is this rank's share of a sum over
+  // ranks, the energy and stress terms are whole-frame values, the same on every rank.
+  options.loss_fn = [loss, state](const Predictions &predictions, const TrainingBatch &batch,
+                                  int64_t step, int64_t epoch) {
+    LossOutput out = loss(predictions, batch, step, epoch);
+    double force = 0.0, other = 0.0;
+    for (const auto &[name, value] : out.per_component_unweighted) {
+      const double weighted = value.detach().item<double>() * out.per_component_weight.at(name);
+      (name == "forces" ? force : other) += weighted;
+    }
+    state->last_force_component = force;
+    state->last_other_components = other;
+    return out;
+  };
+  OptimizerSettings optimizer_settings;
+  optimizer_settings.learning_rate = settings.learning_rate;
+  const OptimizerKind kind = parse_optimizer_kind(settings.optimizer);
+  OptimizerConfig optimizer_config;
+  optimizer_config.make_optimizer = [kind, optimizer_settings](std::vector<torch::Tensor> params) {
+    return make_optimizer(kind, std::move(params), optimizer_settings);
+  };
+  options.optimizer_configs.push_back(optimizer_config);
+
+  GradScalerOptions scaler;
+  scaler.init_scale = settings.scale_init;
+  scaler.growth_factor = settings.scale_growth;
+  scaler.backoff_factor = settings.scale_backoff;
+  scaler.growth_interval = settings.scale_interval;
+  options.hooks.push_back(std::make_shared<MixedPrecisionHook>(s.precision, scaler));
+  if (settings.clip_max_norm > 0.0)
+    options.hooks.push_back(std::make_shared<GradientClipHook>(settings.clip_max_norm));
+
+  s.strategy = std::make_unique<TrainingStrategy>(std::move(options));
+  s.strategy->set_communicator(s.communicator);
+
+  // Every rank starts from rank 0's weights and statistics (they were loaded from the same bytes,
+  // so this only guards the invariant).
+  std::vector<torch::Tensor> state_tensors;
+  for (const auto &p : s.potential->parameters()) state_tensors.push_back(p);
+  for (const auto &b : s.potential->buffers()) state_tensors.push_back(b);
+  {
+    torch::NoGradGuard no_grad;
+    broadcast_parameters(*s.communicator, state_tensors, 0);
+  }
+  s.statistics_ready = settings.stats_frames == 0 || s.potential->descriptor_statistics_frozen();
+}
+
+TrainingSession::~TrainingSession() = default;
+
+bool TrainingSession::statistics_ready() const
+{
+  return impl_->statistics_ready;
+}
+
+void TrainingSession::add_frame(const FramePart &frame)
+{
+  Impl &s = *impl_;
+  const AtomicSystemView &view = frame.system;
+  NeighborGraph graph = neighbor_graph_from_view(view, s.potential->cutoff());
+  // neighbor_graph_from_view keeps the centres in order, dropping those of ignored species.
+  std::vector<uint8_t> mask;
+  for (int n = 0; n < view.num_centers; ++n)
+    if (view.species[view.centers[n]] >= 0) mask.push_back(frame.center_energy_counts[n] ? 1 : 0);
+  graph.center_energy_mask =
+      torch::tensor(torch::ArrayRef<uint8_t>(mask), torch::kUInt8).to(torch::kBool);
+
+  // Keep only the atoms the centres use: the ghost shell is twice the cutoff deep, most of it
+  // only there so that ghost centres have complete neighbourhoods.
+  torch::Tensor kept;
+  graph = drop_unused_atoms(graph, &kept);
+
+  FrameLabels labels;
+  labels.energy = frame.energy;
+  labels.atoms_in_frame = frame.atoms_in_frame;
+  torch::Tensor all_forces = torch::zeros({view.num_atoms, 3}, torch::kFloat64);
+  if (view.num_local > 0)
+    all_forces.narrow(0, 0, view.num_local)
+        .copy_(torch::from_blob(const_cast<double *>(frame.owned_forces), {view.num_local, 3},
+                                torch::kFloat64));
+  labels.forces = all_forces.index_select(0, kept);
+  labels.force_mask = kept < view.num_local;
+  if (s.settings.stress_weight > 0.0) {
+    const auto &w = frame.virial;
+    labels.stress = -torch::tensor({w[0], w[3], w[4], w[3], w[1], w[5], w[4], w[5], w[2]},
+                                   torch::kFloat64)
+                         .reshape({3, 3}) /
+        frame.volume;
+    labels.volume = frame.volume;
+  }
+
+  if (!s.statistics_ready) {
+    const LocalEnvironments env = local_environments(
+        owned_centres(graph), s.potential->num_species(), s.potential->cutoff(),
+        s.potential->dtype());
+    DescriptorMoments moments = s.potential->descriptor_moments(env);
+    moments.count = moments.count.to(torch::kFloat64).contiguous();
+    moments.sum = moments.sum.to(torch::kFloat64).contiguous();
+    moments.sum_sq = moments.sum_sq.to(torch::kFloat64).contiguous();
+    s.communicator->all_reduce_sum({moments.count, moments.sum, moments.sum_sq});
+    s.potential->accumulate_descriptor_statistics(moments);
+    s.stats_counts.push_back(moments.count.clone());
+    s.stats_energies.push_back(frame.energy);
+    if (static_cast<int64_t>(s.stats_energies.size()) >= s.settings.stats_frames) {
+      torch::NoGradGuard no_grad;
+      if (!s.potential->energy_shifts_fitted())
+        s.potential->fit_energy_shifts(torch::stack(s.stats_counts),
+                                       torch::tensor(s.stats_energies, torch::kFloat64));
+      s.potential->freeze_descriptor_statistics();
+      s.statistics_ready = true;
+    }
+  }
+
+  s.buffer->add(labelled_frame(graph, labels));
+  s.potential->training_metadata().frames_seen += 1;
+  report_.buffer_frames = s.buffer->training_size() + s.buffer->validation_size();
+}
+
+void TrainingSession::train()
+{
+  Impl &s = *impl_;
+  if (!s.statistics_ready || s.buffer->training_size() == 0) return;
+  if (!s.scope) s.scope = std::make_unique<TrainingStrategy::Scope>(*s.strategy);
+  for (int64_t k = 0; k < s.settings.steps_per_frame; ++k) {
+    TrainingBatch batch = concatenate_frames(s.buffer->sample(s.settings.batch_frames));
+    // Data-parallel force normalizer: the force components of the batch over every rank.
+    torch::Tensor components =
+        (batch.at("force_mask").sum().to(torch::kFloat64) * 3.0).reshape({}).contiguous();
+    s.communicator->all_reduce_sum({components});
+    batch.set("forces_loss_normalizer", components);
+    s.strategy->train_batch(batch);
+    const double force_total = s.communicator->all_reduce_sum(s.last_force_component);
+    report_.last_loss = force_total + s.last_other_components;
+  }
+  const TrainingCounters &counters = s.strategy->counters();
+  report_.optimizer_steps = counters.step_count;
+  report_.skipped_steps = counters.batch_count - counters.step_count;
+  GradScaler *scaler = s.strategy->grad_scaler();
+  report_.loss_scale = scaler ? scaler->get_scale() : 1.0;
+  s.potential->training_metadata().optimizer_steps = counters.step_count;
+  s.potential->training_metadata().precision = to_string(s.precision);
+}
+
+void TrainingSession::validate()
+{
+  Impl &s = *impl_;
+  const std::vector<TrainingBatch> frames = s.buffer->validation_frames();
+  if (frames.empty()) return;
+  const bool stress = s.settings.stress_weight > 0.0;
+  // Per frame: energy (this rank's part), virial [9], squared force error, force components.
+  double energy_sq = 0.0, stress_sq = 0.0, force_sq_local = 0.0, components_local = 0.0;
+  for (const TrainingBatch &frame : frames) {
+    const NeighborGraph graph = neighbor_graph_from_batch(frame);
+    PredictionOptions options;
+    options.forces = true;
+    options.virial = stress;
+    const Prediction prediction = predict(*s.potential, graph, options);
+    const torch::Tensor mask = frame.at("force_mask");
+    const torch::Tensor difference =
+        (prediction.forces.detach().to(torch::kFloat64) - frame.at("forces")).index({mask});
+    force_sq_local += difference.pow(2).sum().item<double>();
+    components_local += 3.0 * static_cast<double>(difference.size(0));
+    std::vector<torch::Tensor> totals{prediction.energy.detach().to(torch::kFloat64).contiguous()};
+    if (stress) totals.push_back(prediction.virial.detach().to(torch::kFloat64).contiguous());
+    s.communicator->all_reduce_sum(totals);
+    const double atoms = frame.at("atoms_per_frame").item<double>();
+    const double energy_error = (totals[0].item<double>() - frame.at("energy").item<double>()) / atoms;
+    energy_sq += energy_error * energy_error;
+    if (stress) {
+      const torch::Tensor predicted = -totals[1].reshape({3, 3}) / frame.at("volume").item<double>();
+      stress_sq += (predicted - frame.at("stress").reshape({3, 3})).pow(2).mean().item<double>();
+    }
+  }
+  const double n = static_cast<double>(frames.size());
+  const double force_sq = s.communicator->all_reduce_sum(force_sq_local);
+  const double components = s.communicator->all_reduce_sum(components_local);
+  report_.energy_rmse_per_atom = std::sqrt(energy_sq / n);
+  report_.force_rmse = components > 0.0 ? std::sqrt(force_sq / components) : 0.0;
+  report_.stress_rmse = stress ? std::sqrt(stress_sq / n) : 0.0;
+  report_.validated = true;
+}
+
+uint64_t TrainingSession::weights_hash() const
+{
+  uint64_t hash = 1469598103934665603ULL;
+  auto add = [&hash](const torch::Tensor &tensor) {
+    const torch::Tensor bytes = tensor.detach().contiguous();
+    const auto *data = static_cast<const unsigned char *>(bytes.data_ptr());
+    const size_t size = bytes.numel() * bytes.element_size();
+    for (size_t i = 0; i < size; ++i) {
+      hash ^= data[i];
+      hash *= 1099511628211ULL;
+    }
+  };
+  for (const auto &p : impl_->potential->parameters()) add(p);
+  for (const auto &b : impl_->potential->buffers()) add(b);
+  return hash;
+}
+
+void TrainingSession::save(const std::string &path) const
+{
+  save_model(*impl_->potential, path);
+}
+
+}    // namespace otf

@@ -1,0 +1,106 @@
+/* -*- c++ -*- ----------------------------------------------------------
+   OTF-Torch: the training state of fix otf/train (the engine's strategy,
+   the replay buffer, descriptor statistics) behind a header free of
+   LibTorch, as otf_model_session.h does for the pair style. Every member
+   function throws std::exception with a message meant for the user; most
+   are collective over the communicator given at construction.
+------------------------------------------------------------------------- */
+
+#ifndef OTF_TRAINING_SESSION_H
+#define OTF_TRAINING_SESSION_H
+
+#include "atomic_system.h"
+
+#include <mpi.h>
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace otf {
+
+class Potential;
+
+struct TrainingSessionSettings {
+  std::string precision = "float32";    // any spelling otf::parse_precision accepts
+  std::string optimizer = "adam";       // adam | adamw | sgd
+  double learning_rate = 1e-3;
+  double energy_weight = 1.0;           // per-atom energy loss
+  double force_weight = 10.0;
+  double stress_weight = 0.0;           // 0: no stress labels, no stress loss
+  int64_t steps_per_frame = 1;
+  int64_t batch_frames = 4;
+  int64_t buffer_frames = 200;
+  double validation_fraction = 0.1;
+  uint64_t seed = 12345;
+  double clip_max_norm = 0.0;           // 0: no clipping
+  double scale_init = 65536.0;          // GradScaler (float16 only)
+  double scale_growth = 2.0;
+  double scale_backoff = 0.5;
+  int64_t scale_interval = 2000;
+  int64_t stats_frames = 4;             // frames that descriptor statistics and shifts come from
+};
+
+// A rank's part of one labelled configuration, in LAMMPS' arrays (borrowed for the call).
+// system.centers lists the centres: owned atoms first, then ghost atoms near owned atoms;
+// center_energy_counts[n] says whether centre n's energy counts here (owned). Owned atoms are the
+// first system.num_local atoms; their reference forces are labelled.
+struct FramePart {
+  AtomicSystemView system;
+  const unsigned char *center_energy_counts = nullptr;    // [system.num_centers]
+  const double *owned_forces = nullptr;                   // [system.num_local][3]
+  double energy = 0.0;                                    // whole frame (all ranks)
+  std::array<double, 6> virial{};                         // whole frame, xx yy zz xy xz yz
+  double volume = 0.0;
+  int64_t atoms_in_frame = 0;
+};
+
+// What the fix reports (its global vector).
+struct TrainingReport {
+  double last_loss = 0.0;
+  double energy_rmse_per_atom = 0.0;
+  double force_rmse = 0.0;
+  double stress_rmse = 0.0;
+  double loss_scale = 1.0;
+  int64_t skipped_steps = 0;
+  int64_t optimizer_steps = 0;
+  int64_t buffer_frames = 0;
+  bool validated = false;
+};
+
+class TrainingSession {
+ public:
+  // Collective over `world`. Throws for settings the engine rejects (precision, optimizer...).
+  TrainingSession(std::shared_ptr<Potential> potential, const TrainingSessionSettings &settings,
+                  MPI_Comm world);
+  ~TrainingSession();
+  TrainingSession(const TrainingSession &) = delete;
+  TrainingSession &operator=(const TrainingSession &) = delete;
+
+  // Collective: stores the frame (and, during the first stats_frames frames, adds its
+  // descriptor moments and energy to the statistics, frozen after the last of them).
+  void add_frame(const FramePart &frame);
+  // Collective: steps_per_frame optimizer steps on batches drawn from the buffer (none while the
+  // statistics are still being gathered or the buffer holds no training frame).
+  void train();
+  // Collective: errors of the model on the buffer's validation frames (float32, no autocast).
+  void validate();
+
+  const TrainingReport &report() const { return report_; }
+  bool statistics_ready() const;
+  // Rank-local FNV-1a hash of every parameter and buffer of the model (replica check).
+  uint64_t weights_hash() const;
+  // Rank-local: writes the model atomically (call on one rank).
+  void save(const std::string &path) const;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+  TrainingReport report_;
+};
+
+}    // namespace otf
+
+#endif

@@ -1,0 +1,56 @@
+"""fix otf/train accepts every spelling of the three precisions and rejects anything else (fp64,
+float64, fp8) with a LAMMPS error listing the accepted values; an unknown keyword, a missing
+pair_style otf and a bad drive value are clean errors too, never crashes.
+"""
+from lammps_harness import expect, fail, main, run_lammps
+from pair_otf_common import ARGON_LJ_REFERENCE, argon_script, write_argon_spec
+
+
+def run_fix(ctx, label, fix, *, spec, pair=None):
+    script = argon_script(ctx, spec, fix=fix, steps=0)
+    if pair:
+        script = script.replace(f"pair_style otf {spec}\npair_coeff * * Ar\n", pair)
+    return run_lammps(ctx, script, name=f"in.{label}", check=False)
+
+
+def expect_error(ctx, label, fix, *messages, spec, pair=None):
+    result = run_fix(ctx, label, fix, spec=spec, pair=pair)
+    output = result.stdout + result.stderr + result.log
+    errors = [line for line in output.splitlines() if line.startswith("ERROR")]
+    expect(result.returncode != 0 and errors, f"{label}: no error; tail:\n{output[-1500:]}")
+    for message in messages:
+        if not any(message in line for line in errors):
+            fail(f"{label}: no ERROR line contains {message!r}:\n" + "\n".join(errors))
+    for bad in ("Segmentation fault", "terminate called", "core dumped"):
+        expect(bad not in output, f"{label}: crashed ({bad})")
+    print(f"{label}: {errors[0]}")
+
+
+def test(ctx):
+    spec = write_argon_spec(ctx)
+    canonical = {"float32": "float32", "fp32": "float32", "FP32": "float32",
+                 "torch.float32": "float32", "bfloat16": "bfloat16", "bf16": "bfloat16",
+                 "torch.bfloat16": "bfloat16", "float16": "float16", "fp16": "float16",
+                 "TORCH.Float16": "float16"}
+    for spelling, name in canonical.items():
+        result = run_fix(ctx, f"ok-{spelling}", f"{ARGON_LJ_REFERENCE} precision {spelling}",
+                         spec=spec)
+        expect(result.returncode == 0, f"precision {spelling} rejected:\n{result.log[-1500:]}")
+        expect(f"precision {name}," in result.log, f"precision {spelling} is not {name}")
+        print(f"precision {spelling}: accepted as {name}")
+    for bad in ("fp64", "float64", "fp8"):
+        expect_error(ctx, f"bad-{bad}", f"{ARGON_LJ_REFERENCE} precision {bad}",
+                     f"unknown precision '{bad}'", "float32, bfloat16, float16", spec=spec)
+    expect_error(ctx, "unknown-keyword", f"{ARGON_LJ_REFERENCE} speed 3",
+                 "unknown keyword 'speed'", "expected one of: precision, every", spec=spec)
+    expect_error(ctx, "drive-auto", f"{ARGON_LJ_REFERENCE} drive auto",
+                 "drive 'auto' is not available", spec=spec)
+    expect_error(ctx, "no-coeff", 'reference "lj/cut 8.5" every 2', "coeff", spec=spec)
+    expect_error(ctx, "bad-number", f"{ARGON_LJ_REFERENCE} every many", "Expected integer",
+                 spec=spec)
+    expect_error(ctx, "no-pair-otf", ARGON_LJ_REFERENCE, "needs pair_style otf", spec=spec,
+                 pair="pair_style lj/cut 8.5\npair_coeff * * 0.0104 3.405\n")
+
+
+if __name__ == "__main__":
+    main(test)
