@@ -36,6 +36,8 @@
 #include <algorithm>
 #include <climits>
 #include <cmath>
+#include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <exception>
 
@@ -53,6 +55,24 @@ const char *const kKeywords =
     "stats_frames, drive";
 constexpr int kVectorSize = 12;
 
+// Restart blob (after LAMMPS' own int size): tag, format version, payload length, payload.
+constexpr char kRestartTag[8] = {'O', 'T', 'F', 'T', 'R', 'A', 'I', 'N'};
+constexpr uint32_t kRestartVersion = 1;
+
+void append_bytes(std::string &out, const void *data, size_t size)
+{
+  out.append(static_cast<const char *>(data), size);
+}
+template <typename T> void append_value(std::string &out, const T &value)
+{
+  append_bytes(out, &value, sizeof(T));
+}
+void append_string(std::string &out, const std::string &value)
+{
+  append_value<uint64_t>(out, value.size());
+  out.append(value);
+}
+
 }    // namespace
 
 /* ---------------------------------------------------------------------- */
@@ -64,6 +84,7 @@ FixOTFTrain::FixOTFTrain(LAMMPS *lmp, int narg, char **arg) :
   size_vector = kVectorSize;
   global_freq = 1;
   extvector = 0;
+  restart_global = 1;
 
   if (igroup != 0)
     error->all(FLERR, "fix otf/train: the group must be 'all' (got '{}'): the reference "
@@ -325,6 +346,7 @@ void FixOTFTrain::init()
                      settings_->steps_per_frame, settings_->batch_frames,
                      settings_->buffer_frames);
   }
+  if (restart_pending_) apply_restart();
 }
 
 /* ---------------------------------------------------------------------- */
@@ -338,6 +360,11 @@ void FixOTFTrain::init_list(int /*id*/, NeighList *ptr)
 
 void FixOTFTrain::setup(int vflag)
 {
+  if (restart_swap_back_) {
+    restart_swap_back_ = false;
+    session_->swap_snapshot_weights();
+    session_->clear_snapshot();
+  }
   post_force(vflag);
 }
 
@@ -465,6 +492,8 @@ void FixOTFTrain::add_frame_and_train()
   frame.atoms_in_frame = static_cast<int64_t>(atom->natoms);
 
   on_all_ranks_or_error(fmt::format("training on step {}", update->ntimestep), [&] {
+    // The weights this step's forces came from, for a restart file written on this step.
+    session_->snapshot_weights();
     session_->add_frame(frame);
     session_->train();
     session_->validate();
@@ -547,4 +576,146 @@ double FixOTFTrain::compute_vector(int n)
 double FixOTFTrain::memory_usage()
 {
   return static_cast<double>(nmax_) * (3 * sizeof(double) + sizeof(int));
+}
+
+/* ----------------------------------------------------------------------
+   Restart: every rank is called (Modify::write_restart); rank 0 writes.
+------------------------------------------------------------------------- */
+
+void FixOTFTrain::write_restart(FILE *fp)
+{
+  std::string session_bytes, buffer_bytes;
+  const int has_session = session_ ? 1 : 0;
+  if (has_session)
+    on_all_ranks_or_error("cannot save the training state for the restart file", [&] {
+      session_bytes = session_->save_state(last_labelled_step_ == update->ntimestep);
+      buffer_bytes = session_->save_buffer_state();
+    });
+
+  // Every rank's replay buffer part, gathered to rank 0.
+  const int nprocs = comm->nprocs;
+  if (buffer_bytes.size() > static_cast<size_t>(INT_MAX))
+    error->one(FLERR, "fix otf/train: the replay buffer is too large for a restart file");
+  int size = static_cast<int>(buffer_bytes.size());
+  std::vector<int> sizes(nprocs, 0), offsets(nprocs, 0);
+  MPI_Gather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, world);
+  long long total = 0;
+  for (int p = 0; p < nprocs; p++) {
+    offsets[p] = static_cast<int>(total);
+    total += sizes[p];
+  }
+  if (comm->me == 0 && total > INT_MAX)
+    error->one(FLERR, "fix otf/train: the replay buffers are too large for a restart file");
+  std::string all_buffers(comm->me == 0 ? static_cast<size_t>(total) : 0, '\0');
+  MPI_Gatherv(buffer_bytes.data(), size, MPI_CHAR, &all_buffers[0], sizes.data(),
+              offsets.data(), MPI_CHAR, 0, world);
+  if (comm->me != 0) return;
+
+  std::string payload;
+  append_value<int64_t>(payload, reference_calls_);
+  append_value<int64_t>(payload, last_labelled_step_);
+  append_value<int64_t>(payload, last_saved_step_);
+  append_value<double>(payload, max_uncertainty_);
+  append_value<int32_t>(payload, replicas_differ_);
+  append_value<int32_t>(payload, has_session);
+  append_string(payload, session_bytes);
+  append_value<int32_t>(payload, nprocs);
+  for (int p = 0; p < nprocs; p++)
+    append_string(payload, all_buffers.substr(offsets[p], sizes[p]));
+
+  std::string blob(kRestartTag, sizeof(kRestartTag));
+  append_value<uint32_t>(blob, kRestartVersion);
+  append_value<uint64_t>(blob, payload.size());
+  blob += payload;
+  if (blob.size() > static_cast<size_t>(INT_MAX))
+    error->one(FLERR, "fix otf/train: the training state ({} bytes) is too large for a restart "
+                      "file", blob.size());
+  const int n = static_cast<int>(blob.size());
+  fwrite(&n, sizeof(int), 1, fp);
+  fwrite(blob.data(), sizeof(char), blob.size(), fp);
+}
+
+/* ----------------------------------------------------------------------
+   Called on every rank with the same bytes, when the fix is defined again.
+------------------------------------------------------------------------- */
+
+void FixOTFTrain::restart(char *buf)
+{
+  if (std::memcmp(buf, kRestartTag, sizeof(kRestartTag)) != 0)
+    error->all(FLERR, "fix otf/train: the restart file's data for fix {} is not an otf/train "
+                      "training state", id);
+  uint32_t version = 0;
+  uint64_t length = 0;
+  std::memcpy(&version, buf + sizeof(kRestartTag), sizeof(version));
+  std::memcpy(&length, buf + sizeof(kRestartTag) + sizeof(version), sizeof(length));
+  if (version > kRestartVersion)
+    error->all(FLERR, "fix otf/train: the restart file's training state has format {}, newer "
+                      "than this plugin reads ({}); update OTF-Torch", version, kRestartVersion);
+  const char *data = buf + sizeof(kRestartTag) + sizeof(version) + sizeof(length);
+  const char *end = data + length;
+  auto take = [&](void *out, size_t size) {
+    if (size > static_cast<size_t>(end - data))
+      error->all(FLERR, "fix otf/train: the restart file's training state is truncated");
+    std::memcpy(out, data, size);
+    data += size;
+  };
+  auto take_string = [&](std::string *out) {
+    uint64_t size = 0;
+    take(&size, sizeof(size));
+    if (size > static_cast<uint64_t>(end - data))
+      error->all(FLERR, "fix otf/train: the restart file's training state is truncated");
+    if (out) out->assign(data, size);
+    data += size;
+  };
+  int64_t reference_calls = 0, last_labelled = 0, last_saved = 0;
+  int32_t replicas_differ = 0, has_session = 0, ranks = 0;
+  take(&reference_calls, sizeof(reference_calls));
+  take(&last_labelled, sizeof(last_labelled));
+  take(&last_saved, sizeof(last_saved));
+  take(&max_uncertainty_, sizeof(max_uncertainty_));
+  take(&replicas_differ, sizeof(replicas_differ));
+  take(&has_session, sizeof(has_session));
+  take_string(&restart_session_);
+  take(&ranks, sizeof(ranks));
+  restart_buffer_.clear();
+  for (int p = 0; p < ranks; p++) take_string(p == comm->me && ranks == comm->nprocs ?
+                                              &restart_buffer_ : nullptr);
+  reference_calls_ = reference_calls;
+  last_labelled_step_ = last_labelled;
+  last_saved_step_ = last_saved;
+  replicas_differ_ = replicas_differ;
+  restart_ranks_ = ranks;
+  restart_pending_ = has_session != 0;
+  if (session_ && restart_pending_) apply_restart();
+}
+
+/* ---------------------------------------------------------------------- */
+
+void FixOTFTrain::apply_restart()
+{
+  restart_pending_ = false;
+  on_all_ranks_or_error("cannot restore the training state from the restart file",
+                        [&] {
+                          session_->load_state(restart_session_);
+                          // Until setup() has evaluated this step's forces (see the header).
+                          restart_swap_back_ = session_->swap_snapshot_weights();
+                          if (!restart_swap_back_) session_->clear_snapshot();
+                        });
+  if (restart_ranks_ == comm->nprocs) {
+    on_all_ranks_or_error("cannot restore the replay buffer from the restart file",
+                          [&] { session_->load_buffer_state(restart_buffer_); });
+  } else if (comm->me == 0) {
+    error->warning(FLERR, "fix otf/train: the restart file was written by {} MPI ranks, this run "
+                          "has {}: the replay buffer (each rank's part of the frames) is dropped "
+                          "and starts empty; the model and training state are restored",
+                   restart_ranks_, comm->nprocs);
+  }
+  if (comm->me == 0)
+    utils::logmesg(lmp, "fix otf/train: training state restored from the restart file ({} "
+                        "optimizer steps, {} frames in the replay buffer)\n",
+                   session_->report().optimizer_steps, session_->report().buffer_frames);
+  restart_session_.clear();
+  restart_session_.shrink_to_fit();
+  restart_buffer_.clear();
+  restart_buffer_.shrink_to_fit();
 }

@@ -45,6 +45,8 @@ class FixOTFTrain : public Fix {
   void post_run() override;
   double compute_vector(int) override;
   double memory_usage() override;
+  void write_restart(FILE *) override;
+  void restart(char *) override;
 
  private:
   void parse_keywords(int narg, char **arg, int first);
@@ -55,6 +57,7 @@ class FixOTFTrain : public Fix {
   void update_uncertainty();
   void check_replicas();
   void save_model(const char *why);
+  void apply_restart();
   template <typename Body> void on_all_ranks_or_error(const std::string &what, Body &&body);
 
   // The reference potential: its style, its settings and each pair_coeff line, as given.
@@ -79,6 +82,15 @@ class FixOTFTrain : public Fix {
   int replicas_differ_ = 0;
   bool ghost_cutoff_warned_ = false;
   bool drive_reference_ = false;    // the reference's forces move the atoms
+
+  // From read_restart, applied once the training session exists (init()).
+  bool restart_pending_ = false;
+  std::string restart_session_;
+  std::string restart_buffer_;        // this rank's replay buffer part
+  int restart_ranks_ = 0;             // ranks of the run that wrote it
+  // The model holds the weights the saved step's forces came from; setup() puts the trained ones
+  // back after the setup force evaluation (as in the uninterrupted run).
+  bool restart_swap_back_ = false;
 
   // Work arrays, sized atom->nmax.
   int nmax_ = 0;

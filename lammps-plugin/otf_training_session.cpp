@@ -17,6 +17,7 @@
 #include "potential_training.h"
 #include "precision.h"
 #include "replay_buffer.h"
+#include "training_checkpoint.h"
 #include "training_strategy.h"
 
 #include <torch/torch.h>
@@ -44,6 +45,8 @@ struct TrainingSession::Impl {
   // The force component of the last loss (this rank's share), captured by the loss function.
   double last_force_component = 0.0;
   double last_other_components = 0.0;
+  // Weights before the last labelled frame changed them (restart of the step's forces).
+  std::vector<torch::Tensor> snapshot;
 };
 
 namespace {
@@ -59,6 +62,68 @@ NeighborGraph owned_centres(const NeighborGraph &graph)
   owned.center_frame = graph.center_frame.index_select(0, rows);
   owned.center_energy_mask = graph.center_energy_mask.index_select(0, rows);
   return owned;
+}
+
+
+// Little-endian-as-stored byte streams for the restart state (read back by the same build).
+class ByteWriter {
+ public:
+  template <typename T> void put(const T &value)
+  {
+    bytes_.append(reinterpret_cast<const char *>(&value), sizeof(T));
+  }
+  void put_bytes(const std::string &value)
+  {
+    put<uint64_t>(value.size());
+    bytes_.append(value);
+  }
+  void put_raw(const void *data, size_t size)
+  {
+    bytes_.append(static_cast<const char *>(data), size);
+  }
+  std::string take() { return std::move(bytes_); }
+
+ private:
+  std::string bytes_;
+};
+
+class ByteReader {
+ public:
+  explicit ByteReader(const std::string &bytes) : bytes_(bytes) {}
+  template <typename T> T get()
+  {
+    T value;
+    std::memcpy(&value, take(sizeof(T)), sizeof(T));
+    return value;
+  }
+  std::string get_bytes()
+  {
+    const auto size = get<uint64_t>();
+    return std::string(take(size), size);
+  }
+  const char *take(size_t size)
+  {
+    if (size > bytes_.size() - offset_)
+      throw std::runtime_error("the saved training session state is truncated or damaged");
+    const char *data = bytes_.data() + offset_;
+    offset_ += size;
+    return data;
+  }
+  bool done() const { return offset_ == bytes_.size(); }
+
+ private:
+  const std::string &bytes_;
+  size_t offset_ = 0;
+};
+
+constexpr uint64_t kSessionStateTag = 0x31534554534f544fULL;    // "OTOSTES1"
+
+std::vector<torch::Tensor> model_state_tensors(Potential &potential)
+{
+  std::vector<torch::Tensor> tensors;
+  for (const auto &p : potential.parameters()) tensors.push_back(p);
+  for (const auto &b : potential.buffers()) tensors.push_back(b);
+  return tensors;
 }
 
 }    // namespace
@@ -300,6 +365,170 @@ uint64_t TrainingSession::weights_hash() const
 void TrainingSession::save(const std::string &path) const
 {
   save_model(*impl_->potential, path);
+}
+
+std::string TrainingSession::save_state(bool with_snapshot) const
+{
+  Impl &s = *impl_;
+  ByteWriter out;
+  out.put(kSessionStateTag);
+  const std::vector<torch::Tensor> tensors = model_state_tensors(*s.potential);
+  out.put<uint64_t>(tensors.size());
+  for (const torch::Tensor &tensor : tensors) {
+    const torch::Tensor data = tensor.detach().cpu().contiguous();
+    out.put<int32_t>(static_cast<int32_t>(data.scalar_type()));
+    out.put<int64_t>(data.numel());
+    out.put_raw(data.data_ptr(), data.numel() * data.element_size());
+  }
+  out.put_bytes(save_training_state(*s.strategy));
+  out.put<uint8_t>(s.statistics_ready ? 1 : 0);
+  out.put<uint64_t>(s.stats_counts.size());
+  for (const torch::Tensor &row : s.stats_counts) {
+    const torch::Tensor data = row.detach().to(torch::kFloat64).contiguous();
+    out.put<int64_t>(data.numel());
+    out.put_raw(data.data_ptr(), data.numel() * sizeof(double));
+  }
+  out.put<uint64_t>(s.stats_energies.size());
+  for (double e : s.stats_energies) out.put(e);
+  out.put(s.last_force_component);
+  out.put(s.last_other_components);
+  const TrainingReport &r = report_;
+  for (double v : {r.last_loss, r.energy_rmse_per_atom, r.force_rmse, r.stress_rmse, r.loss_scale})
+    out.put(v);
+  for (int64_t v : {r.skipped_steps, r.optimizer_steps, r.buffer_frames}) out.put(v);
+  out.put<uint8_t>(r.validated ? 1 : 0);
+  const TrainingMetadata &metadata = s.potential->training_metadata();
+  out.put(metadata.optimizer_steps);
+  out.put(metadata.frames_seen);
+  out.put_bytes(metadata.precision);
+  const bool snapshot = with_snapshot && s.snapshot.size() == tensors.size();
+  out.put<uint8_t>(snapshot ? 1 : 0);
+  if (snapshot)
+    for (const torch::Tensor &tensor : s.snapshot)
+      out.put_raw(tensor.data_ptr(), tensor.numel() * tensor.element_size());
+  return out.take();
+}
+
+void TrainingSession::load_state(const std::string &bytes)
+{
+  Impl &s = *impl_;
+  ByteReader in(bytes);
+  if (in.get<uint64_t>() != kSessionStateTag)
+    throw std::runtime_error("not an OTF-Torch training session state");
+  std::vector<torch::Tensor> tensors = model_state_tensors(*s.potential);
+  const auto count = in.get<uint64_t>();
+  if (count != tensors.size())
+    throw std::runtime_error("the saved model has " + std::to_string(count) +
+                             " parameters and buffers, this model has " +
+                             std::to_string(tensors.size()) + " (a different model spec?)");
+  std::vector<torch::Tensor> saved;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const auto type = static_cast<torch::ScalarType>(in.get<int32_t>());
+    const auto numel = in.get<int64_t>();
+    if (type != tensors[i].scalar_type() || numel != tensors[i].numel())
+      throw std::runtime_error("saved model tensor " + std::to_string(i) +
+                               " differs in type or size from this model's (a different model "
+                               "spec?)");
+    const size_t size = static_cast<size_t>(numel) * tensors[i].element_size();
+    saved.push_back(torch::from_blob(const_cast<char *>(in.take(size)), tensors[i].sizes(),
+                                     torch::TensorOptions().dtype(type))
+                        .clone());
+  }
+  const std::string training_state = in.get_bytes();
+  const bool statistics_ready = in.get<uint8_t>() != 0;
+  std::vector<torch::Tensor> stats_counts;
+  for (auto rows = in.get<uint64_t>(); rows > 0; --rows) {
+    const auto numel = in.get<int64_t>();
+    stats_counts.push_back(
+        torch::from_blob(const_cast<char *>(in.take(numel * sizeof(double))), {numel},
+                         torch::kFloat64)
+            .clone());
+  }
+  std::vector<double> stats_energies(in.get<uint64_t>());
+  for (double &e : stats_energies) e = in.get<double>();
+  const double last_force = in.get<double>();
+  const double last_other = in.get<double>();
+  TrainingReport r;
+  for (double *v : {&r.last_loss, &r.energy_rmse_per_atom, &r.force_rmse, &r.stress_rmse,
+                    &r.loss_scale})
+    *v = in.get<double>();
+  for (int64_t *v : {&r.skipped_steps, &r.optimizer_steps, &r.buffer_frames})
+    *v = in.get<int64_t>();
+  r.validated = in.get<uint8_t>() != 0;
+  TrainingMetadata metadata = s.potential->training_metadata();
+  metadata.optimizer_steps = in.get<int64_t>();
+  metadata.frames_seen = in.get<int64_t>();
+  metadata.precision = in.get_bytes();
+  std::vector<torch::Tensor> snapshot;
+  if (in.get<uint8_t>() != 0)
+    for (const torch::Tensor &tensor : tensors)
+      snapshot.push_back(
+          torch::from_blob(const_cast<char *>(in.take(tensor.numel() * tensor.element_size())),
+                           tensor.sizes(), torch::TensorOptions().dtype(tensor.scalar_type()))
+              .clone());
+  if (!in.done()) throw std::runtime_error("the saved training session state has trailing bytes");
+
+  // Everything parsed: now change the session. The strategy's loader builds its optimizers over
+  // the model's parameters; the weights are then copied in place (the pair keeps its model).
+  s.scope.reset();
+  load_training_state(*s.strategy, training_state);
+  {
+    torch::NoGradGuard no_grad;
+    for (size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(saved[i]);
+  }
+  s.statistics_ready = statistics_ready;
+  s.stats_counts = std::move(stats_counts);
+  s.stats_energies = std::move(stats_energies);
+  s.last_force_component = last_force;
+  s.last_other_components = last_other;
+  s.potential->training_metadata() = metadata;
+  s.snapshot = std::move(snapshot);
+  r.buffer_frames = s.buffer->training_size() + s.buffer->validation_size();
+  report_ = r;
+}
+
+void TrainingSession::snapshot_weights()
+{
+  Impl &s = *impl_;
+  const std::vector<torch::Tensor> tensors = model_state_tensors(*s.potential);
+  torch::NoGradGuard no_grad;
+  if (s.snapshot.size() != tensors.size()) {
+    s.snapshot.clear();
+    for (const torch::Tensor &tensor : tensors)
+      s.snapshot.push_back(tensor.detach().cpu().contiguous().clone());
+    return;
+  }
+  for (size_t i = 0; i < tensors.size(); ++i) s.snapshot[i].copy_(tensors[i]);
+}
+
+bool TrainingSession::swap_snapshot_weights()
+{
+  Impl &s = *impl_;
+  std::vector<torch::Tensor> tensors = model_state_tensors(*s.potential);
+  if (s.snapshot.size() != tensors.size()) return false;
+  torch::NoGradGuard no_grad;
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    const torch::Tensor current = tensors[i].detach().clone();
+    tensors[i].copy_(s.snapshot[i]);
+    s.snapshot[i].copy_(current);
+  }
+  return true;
+}
+
+void TrainingSession::clear_snapshot()
+{
+  impl_->snapshot.clear();
+}
+
+std::string TrainingSession::save_buffer_state() const
+{
+  return impl_->buffer->save_state();
+}
+
+void TrainingSession::load_buffer_state(const std::string &bytes)
+{
+  impl_->buffer->load_state(bytes);
+  report_.buffer_frames = impl_->buffer->training_size() + impl_->buffer->validation_size();
 }
 
 }    // namespace otf

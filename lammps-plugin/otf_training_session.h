@@ -95,6 +95,25 @@ class TrainingSession {
   // Rank-local: writes the model atomically (call on one rank).
   void save(const std::string &path) const;
 
+  // Restart (fix otf/train write_restart/restart). Rank-local. save_state: every parameter and
+  // buffer of the model (descriptor statistics and energy shifts included), the strategy's whole
+  // training state (optimizer moments, GradScaler, counters, RNG, hooks), the statistics phase
+  // and the report. The replay buffer is separate because each rank's part differs.
+  // load_state copies the weights in place into the existing model (the pair style keeps
+  // evaluating the same object); it throws std::exception naming what does not match.
+  // with_snapshot: also the weights of the last snapshot_weights() (those the MD forces of the
+  // current step came from, when the step was labelled and trained after the force evaluation).
+  std::string save_state(bool with_snapshot) const;
+  void load_state(const std::string &bytes);
+  // Rank-local: keeps a copy of every parameter and buffer of the model.
+  void snapshot_weights();
+  // Rank-local: exchanges the model's weights with the snapshot's (false, doing nothing, when
+  // there is none); clear_snapshot() drops it.
+  bool swap_snapshot_weights();
+  void clear_snapshot();
+  std::string save_buffer_state() const;
+  void load_buffer_state(const std::string &bytes);
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;

@@ -1,0 +1,58 @@
+"""fix otf/train restarts exactly through write_restart/read_restart: a run of 2N steps matches
+N steps + write_restart + (a new lmp) read_restart, pair_style otf and the fix re-issued with the
+same ID + N steps, in the fix's loss, validation RMSE, optimizer steps and buffer size and in the
+potential energy (the model, trained online, drives the MD). The pair style is re-issued with the
+untrained spec: the weights, descriptor statistics and energy shifts come from the restart file.
+"""
+from lammps_harness import expect, expect_in, main, run_lammps
+from pair_otf_common import ARGON_LJ_REFERENCE, argon_script, write_argon_spec
+
+N = 20
+# Neighbour lists rebuilt on every step and no atom sorting: the continuous run then orders atoms
+# and neighbours at step N as the restarted one does (else float32 sums differ in the last bits and
+# the MD, driven by a model still learning, amplifies that).
+NEIGHBORS = "atom_modify sort 0 0.0\nneigh_modify every 1 delay 0 check no\n"
+COLUMNS = ["PotEng", "f_t[1]", "f_t[2]", "f_t[3]", "f_t[7]", "f_t[8]"]
+
+
+def test(ctx):
+    spec = write_argon_spec(ctx)
+    fix = (f"{ARGON_LJ_REFERENCE} every 2 steps_per_frame 2 batch 2 lr 3e-3 validation 0.3 "
+           f"stats_frames 2 buffer 6 drive model")
+    whole = run_lammps(ctx, argon_script(ctx, spec, fix=fix, steps=2 * N, thermo=2,
+                                             extra=NEIGHBORS),
+                       name="in.whole")
+    first = run_lammps(ctx, argon_script(ctx, spec, fix=fix, steps=N, thermo=2,
+                                         extra=NEIGHBORS) +
+                       "write_restart half.restart\n", name="in.first")
+    columns = "step temp pe " + " ".join(f"f_t[{i}]" for i in range(1, 13))
+    second = run_lammps(ctx, (f"plugin load {ctx.plugin}\natom_modify map array\n"
+                              f"read_restart half.restart\n{NEIGHBORS}pair_style otf {spec}\n"
+                              f"pair_coeff * * Ar\nfix nve all nve\nfix t all otf/train {fix}\n"
+                              f"thermo_style custom {columns}\n"
+                              f"thermo_modify format float %.10g\nthermo 2\nrun {N}\n"),
+                        name="in.second")
+    expect_in("Resetting global fix info from restart file", second.log)
+    expect_in("fix otf/train: training state restored from the restart file", second.log)
+
+    reference = {int(row["Step"]): row for row in whole.thermo[-1] if int(row["Step"]) >= N}
+    restarted = {int(row["Step"]): row for row in second.thermo[-1]}
+    expect(sorted(reference) == sorted(restarted),
+           f"steps differ: {sorted(reference)} vs {sorted(restarted)}")
+    expect(first.last("f_t[7]") > 0, "no optimizer step before the restart")
+    expect(reference[2 * N]["f_t[7]"] > first.last("f_t[7]"), "no optimizer step after it")
+    worst = 0.0
+    for step in sorted(reference):
+        for column in COLUMNS:
+            a, b = reference[step][column], restarted[step][column]
+            difference = abs(a - b) / max(abs(a), 1e-30) if a != b else 0.0
+            worst = max(worst, difference)
+            expect(difference <= 1e-6, f"step {step}, {column}: {b!r} after the restart, "
+                                       f"{a!r} without (relative {difference:.3g})")
+    print(f"restart at step {N}: steps {N}..{2 * N}, pe / loss / validation RMSE / optimizer "
+          f"steps / buffer agree to {worst:.3g} (relative, worst); optimizer steps "
+          f"{int(reference[2 * N]['f_t[7]'])}, buffer {int(reference[2 * N]['f_t[8]'])}")
+
+
+if __name__ == "__main__":
+    main(test)
