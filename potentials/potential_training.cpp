@@ -85,10 +85,9 @@ torch::Tensor sum_over_ranks(const torch::Tensor& local, Communicator* communica
   return local + (total - local.detach());
 }
 
-torch::Tensor stress_from_virial(const torch::Tensor& virial, const TrainingBatch& batch,
-                                 int64_t frames) {
-  // stress = -W / V; the volume of each frame is in the batch as "volume" [frames].
-  return -virial / batch.at("volume").to(virial.scalar_type()).reshape({frames, 1, 1});
+// stress = -W / V for virials [n, 3, 3] and volumes [n].
+torch::Tensor stress_from_virial(const torch::Tensor& virial, const torch::Tensor& volume) {
+  return -virial / volume.to(virial.scalar_type()).reshape({-1, 1, 1});
 }
 
 }  // namespace
@@ -111,16 +110,16 @@ TrainingFunction potential_training_function(PotentialTrainingOptions options) {
       out["energy"] = sum_over_ranks(prediction.member_energy, communicator).reshape({-1});
       out["forces"] = prediction.member_forces.reshape({-1, 3});
       if (options.stress) {
-        const torch::Tensor stress = stress_from_virial(
-            prediction.member_virial.reshape({-1, 3, 3}),
-            TrainingBatch({{"volume", batch.at("volume").repeat({members})}}), members * graph.num_frames);
+        // Member-major, as the energies: the frames' volumes repeated once per member.
+        const torch::Tensor stress = stress_from_virial(prediction.member_virial.reshape({-1, 3, 3}),
+                                                        batch.at("volume").repeat({members}));
         out["stress"] = sum_over_ranks(stress, communicator);
       }
     } else {
       out["energy"] = sum_over_ranks(prediction.energy, communicator);
       out["forces"] = prediction.forces;
       if (options.stress) {
-        out["stress"] = sum_over_ranks(stress_from_virial(prediction.virial, batch, graph.num_frames), communicator);
+        out["stress"] = sum_over_ranks(stress_from_virial(prediction.virial, batch.at("volume")), communicator);
       }
     }
     return out;
