@@ -20,6 +20,7 @@
 #include "pair_otf.h"
 
 #include "atom.h"
+#include "atom_masks.h"
 #include "comm.h"
 #include "domain.h"
 #include "error.h"
@@ -52,12 +53,12 @@ const char *const kSyntax =
 const char *const kKeywords =
     "precision, every, steps_per_frame, batch, lr, optimizer, weights, buffer, validation, "
     "seed, clip, scale_init, scale_growth, scale_backoff, scale_interval, save, save_every, "
-    "stats_frames, drive";
-constexpr int kVectorSize = 12;
+    "stats_frames, drive, thresholds, check_every, lr_schedule, accumulate, ema";
+constexpr int kVectorSize = 15;
 
 // Restart blob (after LAMMPS' own int size): tag, format version, payload length, payload.
 constexpr char kRestartTag[8] = {'O', 'T', 'F', 'T', 'R', 'A', 'I', 'N'};
-constexpr uint32_t kRestartVersion = 1;
+constexpr uint32_t kRestartVersion = 2;    // 2: drive state and auto counters
 
 void append_bytes(std::string &out, const void *data, size_t size)
 {
@@ -85,6 +86,9 @@ FixOTFTrain::FixOTFTrain(LAMMPS *lmp, int narg, char **arg) :
   global_freq = 1;
   extvector = 0;
   restart_global = 1;
+  peratom_flag = 1;
+  size_peratom_cols = 0;
+  peratom_freq = 1;
 
   if (igroup != 0)
     error->all(FLERR, "fix otf/train: the group must be 'all' (got '{}'): the reference "
@@ -115,12 +119,18 @@ FixOTFTrain::FixOTFTrain(LAMMPS *lmp, int narg, char **arg) :
                       "the reference ({})", kSyntax);
   parse_keywords(narg, arg, iarg);
   create_reference();
+
+  FixOTFTrain::grow_arrays(atom->nmax);
+  atom->add_callback(Atom::GROW);
+  for (int i = 0; i < atom->nmax; i++) force_uncertainty_[i] = 0.0;
 }
 
 /* ---------------------------------------------------------------------- */
 
 FixOTFTrain::~FixOTFTrain()
 {
+  atom->delete_callback(id, Atom::GROW);
+  memory->destroy(force_uncertainty_);
   session_.reset();
   delete reference_;
   memory->destroy(saved_forces_);
@@ -238,11 +248,48 @@ void FixOTFTrain::parse_keywords(int narg, char **arg, int iarg)
     } else if (keyword == "drive") {
       value(1);
       const std::string who = arg[iarg + 1];
-      if (who == "reference") drive_reference_ = true;
-      else if (who == "model") drive_reference_ = false;
+      if (who == "reference") drive_mode_ = Drive::Reference;
+      else if (who == "model") drive_mode_ = Drive::Model;
+      else if (who == "auto") drive_mode_ = Drive::Auto;
       else
-        error->all(FLERR, "fix otf/train: drive '{}' is not available (expected reference or "
-                          "model; auto is not implemented yet)", who);
+        error->all(FLERR, "fix otf/train: unknown drive '{}' (expected reference, model or auto)",
+                   arg[iarg + 1]);
+      iarg += 2;
+    } else if (keyword == "thresholds") {
+      value(3);
+      threshold_force_rmse_ = utils::numeric(FLERR, arg[iarg + 1], false, lmp);
+      threshold_uncertainty_ = utils::numeric(FLERR, arg[iarg + 2], false, lmp);
+      threshold_take_over_ = utils::numeric(FLERR, arg[iarg + 3], false, lmp);
+      if (!(threshold_force_rmse_ > 0.0 && threshold_uncertainty_ > 0.0 &&
+            threshold_take_over_ >= threshold_uncertainty_))
+        error->all(FLERR, "fix otf/train: thresholds <force_rmse> <uncertainty> <take_over> "
+                          "need force_rmse > 0 and 0 < uncertainty <= take_over (got {} {} {})",
+                   threshold_force_rmse_, threshold_uncertainty_, threshold_take_over_);
+      iarg += 4;
+    } else if (keyword == "check_every") {
+      value(1);
+      check_every_ = utils::inumeric(FLERR, arg[iarg + 1], false, lmp);
+      if (check_every_ < 1) error->all(FLERR, "fix otf/train: check_every must be >= 1");
+      iarg += 2;
+    } else if (keyword == "lr_schedule") {
+      value(1);
+      // The kind, then its numbers (checked with the engine's rules when training is set up).
+      s.lr_schedule = arg[iarg + 1];
+      s.lr_schedule_parameters.clear();
+      iarg += 2;
+      while (iarg < narg && utils::is_double(arg[iarg]))
+        s.lr_schedule_parameters.push_back(utils::numeric(FLERR, arg[iarg++], false, lmp));
+    } else if (keyword == "accumulate") {
+      value(1);
+      s.accumulate = utils::inumeric(FLERR, arg[iarg + 1], false, lmp);
+      if (s.accumulate < 1) error->all(FLERR, "fix otf/train: accumulate must be >= 1 batch");
+      iarg += 2;
+    } else if (keyword == "ema") {
+      value(1);
+      s.ema_decay = utils::numeric(FLERR, arg[iarg + 1], false, lmp);
+      if (!(s.ema_decay >= 0.0 && s.ema_decay < 1.0))
+        error->all(FLERR, "fix otf/train: ema decay must be in [0, 1) (0: off), got {}",
+                   s.ema_decay);
       iarg += 2;
     } else if (keyword == "stats_frames") {
       value(1);
@@ -256,6 +303,14 @@ void FixOTFTrain::parse_keywords(int narg, char **arg, int iarg)
   }
   if (save_every_ > 0 && save_path_.empty())
     error->all(FLERR, "fix otf/train: save_every needs a file: save <path>");
+  if (drive_mode_ == Drive::Auto && threshold_force_rmse_ <= 0.0)
+    error->all(FLERR, "fix otf/train: drive auto needs thresholds <force_rmse> <uncertainty> "
+                      "<take_over> (force units), e.g. thresholds 0.1 0.15 0.5");
+  if (drive_mode_ != Drive::Auto && (threshold_force_rmse_ > 0.0 || check_every_ > 0))
+    error->all(FLERR, "fix otf/train: thresholds and check_every apply to drive auto only");
+  if (check_every_ == 0) check_every_ = label_every_;
+  // Auto starts with the reference driving, until the model is good enough.
+  drive_reference_ = drive_mode_ != Drive::Model;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -372,17 +427,62 @@ void FixOTFTrain::setup(int vflag)
 
 void FixOTFTrain::post_force(int /*vflag*/)
 {
-  update_uncertainty();
   const bigint step = update->ntimestep;
-  const bool label = step % label_every_ == 0 && step != last_labelled_step_;
+  const bool model_drives = !drive_reference_;
+  // setup() of a later run (or after read_restart) evaluates the forces of a step again.
+  const bool repeated_step = step == last_counted_step_;
+  if (!repeated_step) {
+    last_counted_step_ = step;
+    if (model_drives) model_driven_steps_++;
+  }
+  // Fixed modes and auto's reference phase label on schedule; auto's model phase checks the
+  // uncertainty on schedule and labels only what is uncertain.
+  const bool checking = drive_mode_ == Drive::Auto && model_drives;
+  const bool label = !checking && step % label_every_ == 0 && step != last_labelled_step_;
+  const bool check = checking && step % check_every_ == 0 && step != last_checked_step_;
+
   if (drive_reference_ && !label) {
     double energy = 0.0, virial[6];
     label_current_configuration(energy, virial);
+    // The same call as on the first evaluation of this step: counted once.
+    if (repeated_step) reference_calls_--;
   }
-  if (!label) return;
-  last_labelled_step_ = step;
-  add_frame_and_train();
-  if (save_every_ > 0 && step % save_every_ == 0) save_model("save_every");
+  if (label) {
+    last_labelled_step_ = step;
+    otf::FramePart frame;
+    describe_frame(frame);
+    label_and_train(frame);
+    measure_uncertainty(frame);
+    const otf::TrainingReport &report = session_->report();
+    if (drive_mode_ == Drive::Auto && report.validated &&
+        report.force_rmse < threshold_force_rmse_ && max_uncertainty_ < threshold_uncertainty_) {
+      drive_reference_ = false;
+      if (comm->me == 0)
+        utils::logmesg(lmp, "fix otf/train: step {}: the model drives (validation force RMSE {:.4g} "
+                            "< {:.4g}, force uncertainty {:.4g} < {:.4g})\n",
+                       step, report.force_rmse, threshold_force_rmse_, max_uncertainty_,
+                       threshold_uncertainty_);
+    }
+  }
+  if (check) {
+    last_checked_step_ = step;
+    otf::FramePart frame;
+    describe_frame(frame);
+    measure_uncertainty(frame);
+    if (max_uncertainty_ > threshold_uncertainty_) {
+      last_labelled_step_ = step;
+      model_phase_reference_calls_++;
+      // Set before labelling: the reference's forces then stay for this step.
+      drive_reference_ = max_uncertainty_ > threshold_take_over_;
+      if (drive_reference_ && comm->me == 0)
+        utils::logmesg(lmp, "fix otf/train: step {}: force uncertainty {:.4g} > {:.4g}: the "
+                            "reference drives until the model is good enough again\n",
+                       step, max_uncertainty_, threshold_take_over_);
+      label_and_train(frame);
+    }
+  }
+  if (save_every_ > 0 && step % save_every_ == 0 && step != last_saved_step_)
+    save_model("save_every");
 }
 
 /* ---------------------------------------------------------------------- */
@@ -395,18 +495,24 @@ void FixOTFTrain::post_run()
 
 /* ---------------------------------------------------------------------- */
 
+void FixOTFTrain::grow_work_arrays()
+{
+  if (atom->nmax <= nmax_) return;
+  nmax_ = atom->nmax;
+  memory->destroy(saved_forces_);
+  memory->destroy(atom_species_);
+  memory->create(saved_forces_, nmax_, 3, "otf/train:saved_forces");
+  memory->create(atom_species_, nmax_, "otf/train:atom_species");
+}
+
+/* ---------------------------------------------------------------------- */
+
 void FixOTFTrain::label_current_configuration(double &energy, double virial[6])
 {
   const int nlocal = atom->nlocal;
   const int nall = nlocal + atom->nghost;
   double **f = atom->f;
-  if (atom->nmax > nmax_) {
-    nmax_ = atom->nmax;
-    memory->destroy(saved_forces_);
-    memory->destroy(atom_species_);
-    memory->create(saved_forces_, nmax_, 3, "otf/train:saved_forces");
-    memory->create(atom_species_, nmax_, "otf/train:atom_species");
-  }
+  grow_work_arrays();
   std::memcpy(saved_forces_[0], f[0], sizeof(double) * 3 * nall);
   std::memset(f[0], 0, sizeof(double) * 3 * nall);
 
@@ -430,11 +536,9 @@ void FixOTFTrain::label_current_configuration(double &energy, double virial[6])
 
 /* ---------------------------------------------------------------------- */
 
-void FixOTFTrain::add_frame_and_train()
+void FixOTFTrain::describe_frame(otf::FramePart &frame)
 {
-  double energy = 0.0, virial[6];
-  label_current_configuration(energy, virial);
-
+  grow_work_arrays();
   const int nlocal = atom->nlocal;
   const int nall = nlocal + atom->nghost;
   const int *type = atom->type;
@@ -474,7 +578,7 @@ void FixOTFTrain::add_frame_and_train()
     center_neighbors_.push_back(list_->firstneigh[atom_index]);
   }
 
-  otf::FramePart frame;
+  frame = otf::FramePart{};
   frame.system.num_atoms = nall;
   frame.system.num_local = nlocal;
   frame.system.positions = x[0];
@@ -485,11 +589,19 @@ void FixOTFTrain::add_frame_and_train()
   frame.system.neighbors = center_neighbors_.data();
   frame.system.neighbor_index_mask = NEIGHMASK;
   frame.center_energy_counts = center_counts_.data();
+  frame.volume = domain->xprd * domain->yprd * domain->zprd;
+  frame.atoms_in_frame = static_cast<int64_t>(atom->natoms);
+}
+
+/* ---------------------------------------------------------------------- */
+
+void FixOTFTrain::label_and_train(otf::FramePart &frame)
+{
+  double energy = 0.0, virial[6];
+  label_current_configuration(energy, virial);
   frame.owned_forces = owned_forces_.data();
   frame.energy = energy;
   for (int k = 0; k < 6; k++) frame.virial[k] = virial[k];
-  frame.volume = domain->xprd * domain->yprd * domain->zprd;
-  frame.atoms_in_frame = static_cast<int64_t>(atom->natoms);
 
   on_all_ranks_or_error(fmt::format("training on step {}", update->ntimestep), [&] {
     // The weights this step's forces came from, for a restart file written on this step.
@@ -503,15 +615,11 @@ void FixOTFTrain::add_frame_and_train()
 
 /* ---------------------------------------------------------------------- */
 
-void FixOTFTrain::update_uncertainty()
+void FixOTFTrain::measure_uncertainty(const otf::FramePart &frame)
 {
-  double local = 0.0;
-  const double *uncertainty = model_pair_->atom_energy_uncertainty();
-  if (uncertainty && model_pair_->last_evaluation_step() == update->ntimestep) {
-    const int n = std::min(model_pair_->last_evaluation_nlocal(), atom->nlocal);
-    for (int i = 0; i < n; i++) local = std::max(local, uncertainty[i]);
-  }
-  MPI_Allreduce(&local, &max_uncertainty_, 1, MPI_DOUBLE, MPI_MAX, world);
+  on_all_ranks_or_error("measuring the force uncertainty", [&] {
+    max_uncertainty_ = session_->force_uncertainty(frame, force_uncertainty_);
+  });
 }
 
 /* ---------------------------------------------------------------------- */
@@ -567,6 +675,9 @@ double FixOTFTrain::compute_vector(int n)
     case 9: return max_uncertainty_;
     case 10: return drive_reference_ ? 0.0 : 1.0;
     case 11: return static_cast<double>(replicas_differ_);
+    case 12: return static_cast<double>(model_driven_steps_);
+    case 13: return static_cast<double>(model_phase_reference_calls_);
+    case 14: return session_ ? session_->learning_rate() : settings_->learning_rate;
     default: return 0.0;
   }
 }
@@ -575,7 +686,35 @@ double FixOTFTrain::compute_vector(int n)
 
 double FixOTFTrain::memory_usage()
 {
-  return static_cast<double>(nmax_) * (3 * sizeof(double) + sizeof(int));
+  return static_cast<double>(nmax_) * (3 * sizeof(double) + sizeof(int)) +
+      static_cast<double>(atom->nmax) * sizeof(double);
+}
+
+/* ----------------------------------------------------------------------
+   The per-atom force uncertainty migrates with its atoms.
+------------------------------------------------------------------------- */
+
+void FixOTFTrain::grow_arrays(int nmax)
+{
+  memory->grow(force_uncertainty_, nmax, "otf/train:force_uncertainty");
+  vector_atom = force_uncertainty_;
+}
+
+void FixOTFTrain::copy_arrays(int i, int j, int /*delflag*/)
+{
+  force_uncertainty_[j] = force_uncertainty_[i];
+}
+
+int FixOTFTrain::pack_exchange(int i, double *buf)
+{
+  buf[0] = force_uncertainty_[i];
+  return 1;
+}
+
+int FixOTFTrain::unpack_exchange(int nlocal, double *buf)
+{
+  force_uncertainty_[nlocal] = buf[0];
+  return 1;
 }
 
 /* ----------------------------------------------------------------------
@@ -619,6 +758,11 @@ void FixOTFTrain::write_restart(FILE *fp)
   append_value<int32_t>(payload, replicas_differ_);
   append_value<int32_t>(payload, has_session);
   append_string(payload, session_bytes);
+  append_value<int32_t>(payload, drive_reference_ ? 1 : 0);
+  append_value<int64_t>(payload, last_checked_step_);
+  append_value<int64_t>(payload, last_counted_step_);
+  append_value<int64_t>(payload, model_driven_steps_);
+  append_value<int64_t>(payload, model_phase_reference_calls_);
   append_value<int32_t>(payload, nprocs);
   for (int p = 0; p < nprocs; p++)
     append_string(payload, all_buffers.substr(offsets[p], sizes[p]));
@@ -676,6 +820,21 @@ void FixOTFTrain::restart(char *buf)
   take(&replicas_differ, sizeof(replicas_differ));
   take(&has_session, sizeof(has_session));
   take_string(&restart_session_);
+  if (version >= 2) {
+    int32_t drive_reference = 0;
+    int64_t last_checked = 0, last_counted = 0, model_steps = 0, model_calls = 0;
+    take(&drive_reference, sizeof(drive_reference));
+    take(&last_checked, sizeof(last_checked));
+    take(&last_counted, sizeof(last_counted));
+    take(&model_steps, sizeof(model_steps));
+    take(&model_calls, sizeof(model_calls));
+    // Only auto switches who drives; a fixed mode given again keeps its own choice.
+    if (drive_mode_ == Drive::Auto) drive_reference_ = drive_reference != 0;
+    last_checked_step_ = last_checked;
+    last_counted_step_ = last_counted;
+    model_driven_steps_ = model_steps;
+    model_phase_reference_calls_ = model_calls;
+  }
   take(&ranks, sizeof(ranks));
   restart_buffer_.clear();
   for (int p = 0; p < ranks; p++) take_string(p == comm->me && ranks == comm->nprocs ?

@@ -26,6 +26,7 @@ FixStyle(otf/train,FixOTFTrain);
 namespace otf {
 class TrainingSession;
 struct TrainingSessionSettings;
+struct FramePart;
 }    // namespace otf
 
 namespace LAMMPS_NS {
@@ -47,14 +48,27 @@ class FixOTFTrain : public Fix {
   double memory_usage() override;
   void write_restart(FILE *) override;
   void restart(char *) override;
+  void grow_arrays(int) override;
+  void copy_arrays(int, int, int) override;
+  int pack_exchange(int, double *) override;
+  int unpack_exchange(int, double *) override;
 
  private:
+  enum class Drive { Reference, Model, Auto };
+
   void parse_keywords(int narg, char **arg, int first);
   void create_reference();
-  // Evaluates the reference on the current configuration; f is restored exactly afterwards.
+  void grow_work_arrays();
+  // Evaluates the reference on the current configuration: energy and virial of the whole
+  // system, owned forces in owned_forces_. f is restored exactly afterwards unless the
+  // reference drives (drive_reference_), in which case its forces stay.
   void label_current_configuration(double &energy, double virial[6]);
-  void add_frame_and_train();
-  void update_uncertainty();
+  // The rank's part of the current configuration (centres, neighbours), without labels.
+  void describe_frame(otf::FramePart &frame);
+  // Labels the described frame, stores it and trains.
+  void label_and_train(otf::FramePart &frame);
+  // The committee's force uncertainty on the current configuration: per-atom array and maximum.
+  void measure_uncertainty(const otf::FramePart &frame);
   void check_replicas();
   void save_model(const char *why);
   void apply_restart();
@@ -78,10 +92,22 @@ class FixOTFTrain : public Fix {
   bigint last_labelled_step_ = -1;
   bigint last_saved_step_ = -1;
   bigint reference_calls_ = 0;
-  double max_uncertainty_ = 0.0;
+  double max_uncertainty_ = 0.0;      // largest force uncertainty at the last measurement
   int replicas_differ_ = 0;
   bool ghost_cutoff_warned_ = false;
-  bool drive_reference_ = false;    // the reference's forces move the atoms
+
+  // Who drives: fixed (reference, model) or auto, where drive_reference_ switches.
+  Drive drive_mode_ = Drive::Model;
+  bool drive_reference_ = false;    // the reference's forces move the atoms now
+  double threshold_force_rmse_ = 0.0;        // auto: validation force RMSE to hand over
+  double threshold_uncertainty_ = 0.0;       // auto: uncertainty to hand over; above: label
+  double threshold_take_over_ = 0.0;         // auto: above this the reference drives again
+  int check_every_ = 0;                      // auto: uncertainty check while the model drives
+  bigint last_checked_step_ = -1;
+  bigint last_counted_step_ = -1;
+  bigint model_driven_steps_ = 0;
+  bigint model_phase_reference_calls_ = 0;
+  double *force_uncertainty_ = nullptr;      // per-atom array [nmax], migrates with the atoms
 
   // From read_restart, applied once the training session exists (init()).
   bool restart_pending_ = false;

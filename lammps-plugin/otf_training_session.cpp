@@ -6,8 +6,11 @@
 #include "otf_training_session.h"
 
 #include "communicator.h"
+#include "ema_hook.h"
+#include "gradient_accumulation_hook.h"
 #include "gradient_clip_hook.h"
 #include "losses.h"
+#include "lr_schedules.h"
 #include "mixed_precision_hook.h"
 #include "model_file.h"
 #include "mpi_communicator.h"
@@ -22,6 +25,7 @@
 
 #include <torch/torch.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <stdexcept>
@@ -47,6 +51,8 @@ struct TrainingSession::Impl {
   double last_other_components = 0.0;
   // Weights before the last labelled frame changed them (restart of the step's forces).
   std::vector<torch::Tensor> snapshot;
+  std::shared_ptr<EmaHook> ema;                             // null without `ema`
+  std::shared_ptr<GradientAccumulationHook> accumulation;   // null without `accumulate`
 };
 
 namespace {
@@ -64,6 +70,21 @@ NeighborGraph owned_centres(const NeighborGraph &graph)
   return owned;
 }
 
+// The rank's part of a frame as a graph: centres in order (those of ignored species dropped),
+// energies counted for owned centres only, and only the atoms the centres use (the ghost shell
+// is twice the cutoff deep, most of it only there so that ghost centres have complete
+// neighbourhoods). kept[a]: the frame atom that graph atom a is.
+NeighborGraph frame_graph(const FramePart &frame, double cutoff, torch::Tensor *kept)
+{
+  const AtomicSystemView &view = frame.system;
+  NeighborGraph graph = neighbor_graph_from_view(view, cutoff);
+  std::vector<uint8_t> mask;
+  for (int n = 0; n < view.num_centers; ++n)
+    if (view.species[view.centers[n]] >= 0) mask.push_back(frame.center_energy_counts[n] ? 1 : 0);
+  graph.center_energy_mask =
+      torch::tensor(torch::ArrayRef<uint8_t>(mask), torch::kUInt8).to(torch::kBool);
+  return drop_unused_atoms(graph, kept);
+}
 
 // Little-endian-as-stored byte streams for the restart state (read back by the same build).
 class ByteWriter {
@@ -115,6 +136,57 @@ class ByteReader {
   const std::string &bytes_;
   size_t offset_ = 0;
 };
+
+bool is_whole_number(double value, double least)
+{
+  return value >= least && value == std::floor(value) && value < 9.0e15;
+}
+
+// The fix's `lr_schedule <kind> <values...>` as the engine's schedule settings.
+LRScheduleSettings lr_schedule_settings(LRScheduleKind kind, const std::vector<double> &values)
+{
+  auto expect = [&values](size_t least, size_t most, const std::string &usage) {
+    if (values.size() < least || values.size() > most)
+      throw std::invalid_argument("lr_schedule " + usage + " (got " +
+                                  std::to_string(values.size()) + " value(s))");
+  };
+  auto whole = [](double value, const std::string &what) {
+    if (!is_whole_number(value, 1.0))
+      throw std::invalid_argument("lr_schedule: " + what + " must be a whole number >= 1");
+    return static_cast<int64_t>(value);
+  };
+  LRScheduleSettings settings;
+  switch (kind) {
+    case LRScheduleKind::None: expect(0, 0, "none takes no values"); break;
+    case LRScheduleKind::Step:
+      expect(2, 2, "step needs <steps> <gamma>");
+      settings.step_size = whole(values[0], "the step schedule's <steps>");
+      settings.gamma = values[1];
+      break;
+    case LRScheduleKind::Exponential:
+      expect(1, 1, "exponential needs <gamma>");
+      settings.gamma = values[0];
+      break;
+    case LRScheduleKind::Cosine:
+      expect(1, 2, "cosine needs <steps> [<lr_min>]");
+      settings.t_max = whole(values[0], "the cosine schedule's <steps>");
+      if (values.size() > 1) settings.eta_min = values[1];
+      break;
+    case LRScheduleKind::Plateau: {
+      expect(2, 3, "plateau needs <factor> <patience> [<lr_min>]");
+      PlateauOptions plateau;
+      plateau.factor = values[0];
+      if (!is_whole_number(values[1], 0.0))
+        throw std::invalid_argument("lr_schedule: the plateau schedule's <patience> must be a "
+                                    "whole number >= 0");
+      plateau.patience = static_cast<int64_t>(values[1]);
+      if (values.size() > 2) plateau.min_lr = values[2];
+      settings.plateau = plateau;
+      break;
+    }
+  }
+  return settings;
+}
 
 constexpr uint64_t kSessionStateTag = 0x31534554534f544fULL;    // "OTOSTES1"
 
@@ -185,6 +257,18 @@ TrainingSession::TrainingSession(std::shared_ptr<Potential> potential,
   optimizer_config.make_optimizer = [kind, optimizer_settings](std::vector<torch::Tensor> params) {
     return make_optimizer(kind, std::move(params), optimizer_settings);
   };
+  const LRScheduleKind schedule = parse_lr_schedule_kind(settings.lr_schedule);
+  const LRScheduleSettings schedule_settings =
+      lr_schedule_settings(schedule, settings.lr_schedule_parameters);
+  if (schedule != LRScheduleKind::None) {
+    // Built now once on a throwaway optimizer, so that a bad value fails at the fix command.
+    torch::Tensor probe = torch::zeros({1}, torch::requires_grad());
+    torch::optim::SGD probe_optimizer({probe}, torch::optim::SGDOptions(1.0));
+    make_lr_scheduler(schedule, probe_optimizer, schedule_settings);
+    optimizer_config.make_scheduler = [schedule, schedule_settings](torch::optim::Optimizer &o) {
+      return make_lr_scheduler(schedule, o, schedule_settings);
+    };
+  }
   options.optimizer_configs.push_back(optimizer_config);
 
   GradScalerOptions scaler;
@@ -195,6 +279,16 @@ TrainingSession::TrainingSession(std::shared_ptr<Potential> potential,
   options.hooks.push_back(std::make_shared<MixedPrecisionHook>(s.precision, scaler));
   if (settings.clip_max_norm > 0.0)
     options.hooks.push_back(std::make_shared<GradientClipHook>(settings.clip_max_norm));
+  if (settings.accumulate > 1) {
+    s.accumulation = std::make_shared<GradientAccumulationHook>(settings.accumulate);
+    options.hooks.push_back(s.accumulation);
+  }
+  if (settings.ema_decay > 0.0) {
+    EmaOptions ema;
+    ema.decay = settings.ema_decay;
+    s.ema = std::make_shared<EmaHook>(ema);
+    options.hooks.push_back(s.ema);
+  }
 
   s.strategy = std::make_unique<TrainingStrategy>(std::move(options));
   s.strategy->set_communicator(s.communicator);
@@ -222,18 +316,8 @@ void TrainingSession::add_frame(const FramePart &frame)
 {
   Impl &s = *impl_;
   const AtomicSystemView &view = frame.system;
-  NeighborGraph graph = neighbor_graph_from_view(view, s.potential->cutoff());
-  // neighbor_graph_from_view keeps the centres in order, dropping those of ignored species.
-  std::vector<uint8_t> mask;
-  for (int n = 0; n < view.num_centers; ++n)
-    if (view.species[view.centers[n]] >= 0) mask.push_back(frame.center_energy_counts[n] ? 1 : 0);
-  graph.center_energy_mask =
-      torch::tensor(torch::ArrayRef<uint8_t>(mask), torch::kUInt8).to(torch::kBool);
-
-  // Keep only the atoms the centres use: the ghost shell is twice the cutoff deep, most of it
-  // only there so that ghost centres have complete neighbourhoods.
   torch::Tensor kept;
-  graph = drop_unused_atoms(graph, &kept);
+  const NeighborGraph graph = frame_graph(frame, s.potential->cutoff(), &kept);
 
   FrameLabels labels;
   labels.energy = frame.energy;
@@ -293,13 +377,17 @@ void TrainingSession::train()
         (batch.at("force_mask").sum().to(torch::kFloat64) * 3.0).reshape({}).contiguous();
     s.communicator->all_reduce_sum({components});
     batch.set("forces_loss_normalizer", components);
+    // Under accumulation only the last batch of a group may step; it is skipped when it does
+    // not (float16 overflow).
+    const bool may_step = !s.accumulation || s.accumulation->completes_group();
+    const int64_t steps_before = s.strategy->counters().step_count;
     s.strategy->train_batch(batch);
+    if (may_step && s.strategy->counters().step_count == steps_before) ++report_.skipped_steps;
     const double force_total = s.communicator->all_reduce_sum(s.last_force_component);
     report_.last_loss = force_total + s.last_other_components;
   }
   const TrainingCounters &counters = s.strategy->counters();
   report_.optimizer_steps = counters.step_count;
-  report_.skipped_steps = counters.batch_count - counters.step_count;
   GradScaler *scaler = s.strategy->grad_scaler();
   report_.loss_scale = scaler ? scaler->get_scale() : 1.0;
   s.potential->training_metadata().optimizer_steps = counters.step_count;
@@ -343,6 +431,55 @@ void TrainingSession::validate()
   report_.force_rmse = components > 0.0 ? std::sqrt(force_sq / components) : 0.0;
   report_.stress_rmse = stress ? std::sqrt(stress_sq / n) : 0.0;
   report_.validated = true;
+
+  // Every rank holds the same reduced values, so every rank takes the same decision.
+  const std::vector<LRScheduler *> schedules = s.strategy->lr_schedulers();
+  if (report_.optimizer_steps > 0 && !schedules.empty() && schedules.front() &&
+      schedules.front()->is_metric_driven()) {
+    const double loss = s.settings.energy_weight * energy_sq / n +
+        s.settings.force_weight * report_.force_rmse * report_.force_rmse +
+        s.settings.stress_weight * stress_sq / n;
+    schedules.front()->step_with_metric(loss);
+  }
+}
+
+double TrainingSession::force_uncertainty(const FramePart &frame, double *per_owned_atom)
+{
+  Impl &s = *impl_;
+  const AtomicSystemView &view = frame.system;
+  std::fill(per_owned_atom, per_owned_atom + view.num_local, 0.0);
+  double local_max = 0.0;
+  if (view.num_centers > 0 && s.potential->committee_size() > 1) {
+    torch::Tensor kept;
+    const NeighborGraph graph = frame_graph(frame, s.potential->cutoff(), &kept);
+    PredictionOptions options;
+    options.forces = true;
+    options.virial = false;
+    options.member_forces = true;
+    const Prediction prediction = predict(*s.potential, graph, options);
+    const torch::Tensor members = prediction.member_forces.detach().to(torch::kFloat64);
+    const torch::Tensor spread =
+        (members - members.mean(0, true)).pow(2).sum(-1).mean(0).sqrt().contiguous();
+    const torch::Tensor atoms = kept.to(torch::kInt64).contiguous();
+    const double *values = spread.data_ptr<double>();
+    const int64_t *atom = atoms.data_ptr<int64_t>();
+    for (int64_t a = 0; a < atoms.numel(); ++a) {
+      if (atom[a] >= view.num_local) continue;
+      per_owned_atom[atom[a]] = values[a];
+      local_max = std::max(local_max, values[a]);
+    }
+  }
+  torch::Tensor largest = torch::full({1}, local_max, torch::kFloat64);
+  s.communicator->all_reduce_max({largest});
+  return largest.item<double>();
+}
+
+double TrainingSession::learning_rate() const
+{
+  const std::vector<torch::optim::Optimizer *> optimizers = impl_->strategy->optimizers();
+  if (optimizers.empty() || optimizers.front()->param_groups().empty())
+    return impl_->settings.learning_rate;
+  return optimizers.front()->param_groups().front().options().get_lr();
 }
 
 uint64_t TrainingSession::weights_hash() const
@@ -364,7 +501,30 @@ uint64_t TrainingSession::weights_hash() const
 
 void TrainingSession::save(const std::string &path) const
 {
-  save_model(*impl_->potential, path);
+  Impl &s = *impl_;
+  if (!s.ema || !s.ema->initialized() || s.ema->num_updates() == 0) {
+    save_model(*s.potential, path);
+    return;
+  }
+  // The averages go into the model for the write and the live weights come back afterwards,
+  // also when the write fails.
+  std::vector<torch::Tensor> tensors = model_state_tensors(*s.potential);
+  std::vector<torch::Tensor> live;
+  for (const torch::Tensor &tensor : tensors) live.push_back(tensor.detach().clone());
+  struct Restore {
+    std::vector<torch::Tensor> &tensors;
+    const std::vector<torch::Tensor> &live;
+    ~Restore()
+    {
+      torch::NoGradGuard no_grad;
+      for (size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(live[i]);
+    }
+  } restore{tensors, live};
+  {
+    torch::NoGradGuard no_grad;
+    s.ema->copy_averaged_to(*s.potential);
+  }
+  save_model(*s.potential, path);
 }
 
 std::string TrainingSession::save_state(bool with_snapshot) const

@@ -41,6 +41,12 @@ struct TrainingSessionSettings {
   double scale_backoff = 0.5;
   int64_t scale_interval = 2000;
   int64_t stats_frames = 4;             // frames that descriptor statistics and shifts come from
+  // Learning-rate schedule (src/lr_schedules.h): none | step | exponential | cosine | plateau,
+  // with its parameters in the order the fix's keyword takes them (see doc/fix_otf_train.md).
+  std::string lr_schedule = "none";
+  std::vector<double> lr_schedule_parameters;
+  int64_t accumulate = 1;               // batches per optimizer step (gradient accumulation)
+  double ema_decay = 0.0;               // 0: no EMA; else saved model files hold the EMA weights
 };
 
 // A rank's part of one labelled configuration, in LAMMPS' arrays (borrowed for the call).
@@ -86,14 +92,22 @@ class TrainingSession {
   // statistics are still being gathered or the buffer holds no training frame).
   void train();
   // Collective: errors of the model on the buffer's validation frames (float32, no autocast).
+  // A plateau learning-rate schedule steps on the validation loss.
   void validate();
+  // Collective: the committee's force uncertainty on the frame's owned atoms, per atom
+  // sqrt(mean_k |F_k - mean_k F_k|^2) over the members k (DeePMD's force model deviation),
+  // written to per_owned_atom[system.num_local] (0 for atoms of no element). Returns the maximum
+  // over all ranks. Labels in the frame are not used.
+  double force_uncertainty(const FramePart &frame, double *per_owned_atom);
 
   const TrainingReport &report() const { return report_; }
   bool statistics_ready() const;
   // Rank-local FNV-1a hash of every parameter and buffer of the model (replica check).
   uint64_t weights_hash() const;
-  // Rank-local: writes the model atomically (call on one rank).
+  // Rank-local: writes the model atomically (call on one rank): the EMA weights when EMA is on
+  // and has averaged at least once, the live weights otherwise.
   void save(const std::string &path) const;
+  double learning_rate() const;
 
   // Restart (fix otf/train write_restart/restart). Rank-local. save_state: every parameter and
   // buffer of the model (descriptor statistics and energy shifts included), the strategy's whole

@@ -1,6 +1,7 @@
 """fix otf/train accepts every spelling of the three precisions and rejects anything else (fp64,
 float64, fp8) with a LAMMPS error listing the accepted values; an unknown keyword, a missing
-pair_style otf and a bad drive value are clean errors too, never crashes.
+pair_style otf, a bad drive value, drive auto without thresholds, bad learning-rate schedules,
+accumulation and EMA values are clean errors too, never crashes.
 """
 from lammps_harness import expect, fail, main, run_lammps
 from pair_otf_common import ARGON_LJ_REFERENCE, argon_script, write_argon_spec
@@ -43,8 +44,25 @@ def test(ctx):
                      f"unknown precision '{bad}'", "float32, bfloat16, float16", spec=spec)
     expect_error(ctx, "unknown-keyword", f"{ARGON_LJ_REFERENCE} speed 3",
                  "unknown keyword 'speed'", "expected one of: precision, every", spec=spec)
-    expect_error(ctx, "drive-auto", f"{ARGON_LJ_REFERENCE} drive auto",
-                 "drive 'auto' is not available", spec=spec)
+    expect_error(ctx, "drive-unknown", f"{ARGON_LJ_REFERENCE} drive both",
+                 "unknown drive 'both'", "reference, model or auto", spec=spec)
+    expect_error(ctx, "auto-without-thresholds", f"{ARGON_LJ_REFERENCE} drive auto",
+                 "drive auto needs thresholds", spec=spec)
+    expect_error(ctx, "thresholds-without-auto",
+                 f"{ARGON_LJ_REFERENCE} drive model thresholds 0.1 0.2 0.5",
+                 "apply to drive auto only", spec=spec)
+    expect_error(ctx, "thresholds-order", f"{ARGON_LJ_REFERENCE} drive auto thresholds 0.1 0.5 0.2",
+                 "uncertainty <= take_over", spec=spec)
+    expect_error(ctx, "lr-schedule-kind", f"{ARGON_LJ_REFERENCE} lr_schedule linear 100",
+                 "linear", "none, step, exponential, cosine, plateau", spec=spec)
+    expect_error(ctx, "lr-schedule-values", f"{ARGON_LJ_REFERENCE} lr_schedule step 100",
+                 "step needs <steps> <gamma>", spec=spec)
+    expect_error(ctx, "lr-schedule-steps", f"{ARGON_LJ_REFERENCE} lr_schedule cosine 2.5",
+                 "whole number", spec=spec)
+    expect_error(ctx, "accumulate", f"{ARGON_LJ_REFERENCE} accumulate 0", "accumulate must be",
+                 spec=spec)
+    expect_error(ctx, "ema", f"{ARGON_LJ_REFERENCE} ema 1", "ema decay must be in [0, 1)",
+                 spec=spec)
     expect_error(ctx, "no-coeff", 'reference "lj/cut 8.5" every 2', "coeff", spec=spec)
     expect_error(ctx, "bad-number", f"{ARGON_LJ_REFERENCE} every many", "Expected integer",
                  spec=spec)

@@ -12,26 +12,42 @@ N = 20
 # and neighbours at step N as the restarted one does (else float32 sums differ in the last bits and
 # the MD, driven by a model still learning, amplifies that).
 NEIGHBORS = "atom_modify sort 0 0.0\nneigh_modify every 1 delay 0 check no\n"
-COLUMNS = ["PotEng", "f_t[1]", "f_t[2]", "f_t[3]", "f_t[7]", "f_t[8]"]
+COLUMNS = ["PotEng", "f_t[1]", "f_t[2]", "f_t[3]", "f_t[7]", "f_t[8]", "f_t[9]", "f_t[10]",
+           "f_t[11]", "f_t[13]", "f_t[14]", "f_t[15]"]
+
+
+# The second configuration restarts drive auto's state (who drives, its counters) and the states
+# of a learning-rate schedule, gradient accumulation and EMA; with these thresholds the model
+# takes over before the restart and uncertain checks are labelled after it.
+FIXES = {
+    "model": "drive model",
+    "auto": ("drive auto thresholds 1.5 3.6 6.0 check_every 3 lr_schedule step 5 0.9 accumulate 2 "
+             "ema 0.9"),
+}
 
 
 def test(ctx):
     spec = write_argon_spec(ctx)
-    fix = (f"{ARGON_LJ_REFERENCE} every 2 steps_per_frame 2 batch 2 lr 3e-3 validation 0.3 "
-           f"stats_frames 2 buffer 6 drive model")
+    for label, keywords in FIXES.items():
+        fix = (f"{ARGON_LJ_REFERENCE} every 2 steps_per_frame 2 batch 2 lr 3e-3 validation 0.3 "
+               f"stats_frames 2 buffer 6 {keywords}")
+        check_restart(ctx, spec, label, fix)
+
+
+def check_restart(ctx, spec, label, fix):
     whole = run_lammps(ctx, argon_script(ctx, spec, fix=fix, steps=2 * N, thermo=2,
                                              extra=NEIGHBORS),
-                       name="in.whole")
+                       name=f"in.whole-{label}")
     first = run_lammps(ctx, argon_script(ctx, spec, fix=fix, steps=N, thermo=2,
                                          extra=NEIGHBORS) +
-                       "write_restart half.restart\n", name="in.first")
-    columns = "step temp pe " + " ".join(f"f_t[{i}]" for i in range(1, 13))
+                       f"write_restart half-{label}.restart\n", name=f"in.first-{label}")
+    columns = "step temp pe " + " ".join(f"f_t[{i}]" for i in range(1, 16))
     second = run_lammps(ctx, (f"plugin load {ctx.plugin}\natom_modify map array\n"
-                              f"read_restart half.restart\n{NEIGHBORS}pair_style otf {spec}\n"
+                              f"read_restart half-{label}.restart\n{NEIGHBORS}pair_style otf {spec}\n"
                               f"pair_coeff * * Ar\nfix nve all nve\nfix t all otf/train {fix}\n"
                               f"thermo_style custom {columns}\n"
                               f"thermo_modify format float %.10g\nthermo 2\nrun {N}\n"),
-                        name="in.second")
+                        name=f"in.second-{label}")
     expect_in("Resetting global fix info from restart file", second.log)
     expect_in("fix otf/train: training state restored from the restart file", second.log)
 
@@ -49,7 +65,11 @@ def test(ctx):
             worst = max(worst, difference)
             expect(difference <= 1e-6, f"step {step}, {column}: {b!r} after the restart, "
                                        f"{a!r} without (relative {difference:.3g})")
-    print(f"restart at step {N}: steps {N}..{2 * N}, pe / loss / validation RMSE / optimizer "
+    if label == "auto":
+        expect(any(row["f_t[11]"] == 1 for row in first.thermo[-1]), "auto: the model never drove")
+        expect(reference[2 * N]["f_t[14]"] > first.last("f_t[14]"),
+               "auto: no uncertain configuration labelled after the restart")
+    print(f"{label}: restart at step {N}: steps {N}..{2 * N}, pe / loss / validation RMSE / optimizer "
           f"steps / buffer agree to {worst:.3g} (relative, worst); optimizer steps "
           f"{int(reference[2 * N]['f_t[7]'])}, buffer {int(reference[2 * N]['f_t[8]'])}")
 
