@@ -5,10 +5,12 @@
    reference pair style compute energy, forces and virial from zero (ghost
    forces folded onto owners with newton on), reads the owned forces as
    labels and puts atom->f back bit for bit: the MD never sees the reference.
-   The frame: the rank's owned atoms and, as centres that move them but whose
-   energies count elsewhere, the ghost atoms within the model cutoff of an
-   owned atom; the ghost cutoff is raised to 2 x cutoff + skin so that those
-   ghost centres have complete neighbourhoods (potential_training.h).
+   The frame on one rank: the owned atoms as centres, ghost forces folded onto
+   the atoms they are images of. On several ranks: the rank's owned atoms and,
+   as centres that move them but whose energies count elsewhere, the ghost
+   atoms within the model cutoff of an owned atom; the ghost cutoff is raised
+   to 2 x cutoff + skin so that those ghost centres have complete
+   neighbourhoods (potential_training.h).
 ------------------------------------------------------------------------- */
 
 #include "fix_otf_train.h"
@@ -41,6 +43,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <unordered_map>
 
 using namespace LAMMPS_NS;
 using namespace FixConst;
@@ -368,21 +371,25 @@ void FixOTFTrain::init()
     neighbor->requests[i]->cutoff = reference_cutoff + neighbor->skin;
   }
 
-  // The frame: a full list with ghost neighbours, for the owned atoms and the ghost centres.
+  // The frame: a full list, with ghost neighbours too when ghost atoms are centres.
+  fold_images_ = comm->nprocs == 1 && atom->tag_enable;
   const int irequest = neighbor->request(this, instance_me);
   neighbor->requests[irequest]->pair = 0;
   neighbor->requests[irequest]->fix = 1;
   neighbor->requests[irequest]->half = 0;
   neighbor->requests[irequest]->full = 1;
-  neighbor->requests[irequest]->ghost = 1;
+  neighbor->requests[irequest]->ghost = fold_images_ ? 0 : 1;
 
-  // Ghost centres within the cutoff of an owned atom need every neighbour within the cutoff.
-  const double needed = std::max(2.0 * cutoff, reference_cutoff) + neighbor->skin;
+  // The reference's own list needs ghosts out to its cutoff (LAMMPS sizes the ghost shell by
+  // the pair style's cutoff only), and ghost centres within the cutoff of an owned atom need
+  // every neighbour within the cutoff.
+  const double needed =
+      (fold_images_ ? reference_cutoff : std::max(2.0 * cutoff, reference_cutoff)) + neighbor->skin;
   if (comm->cutghostuser < needed) {
     if (comm->me == 0 && !ghost_cutoff_warned_)
-      error->warning(FLERR, "fix otf/train: ghost cutoff raised to {} (2 x model cutoff + skin, "
-                            "as comm_modify cutoff does) so that ghost centres have complete "
-                            "neighbourhoods", needed);
+      error->warning(FLERR, "fix otf/train: ghost cutoff raised to {} ({} + skin, as comm_modify "
+                            "cutoff does)", needed,
+                     fold_images_ ? "reference cutoff" : "max(2 x model cutoff, reference cutoff)");
     ghost_cutoff_warned_ = true;
     comm->cutghostuser = needed;
   }
@@ -544,11 +551,28 @@ void FixOTFTrain::describe_frame(otf::FramePart &frame)
   const int *type = atom->type;
   for (int i = 0; i < nall; i++) atom_species_[i] = type_species_[type[i]];
 
-  // Centres: owned atoms with an element, then ghost atoms within the model cutoff of one.
+  // Folding: every ghost is an image of an owned atom (one rank), found by its tag.
+  if (fold_images_) {
+    std::unordered_map<tagint, int> owned_by_tag;
+    owned_by_tag.reserve(nlocal);
+    const tagint *tag = atom->tag;
+    for (int i = 0; i < nlocal; i++) owned_by_tag[tag[i]] = i;
+    force_owner_.resize(nall);
+    for (int i = 0; i < nall; i++) {
+      const auto owner = owned_by_tag.find(tag[i]);
+      if (owner == owned_by_tag.end())
+        error->one(FLERR, "fix otf/train: ghost atom {} (ID {}) is not an image of an owned atom",
+                   i, tag[i]);
+      force_owner_[i] = owner->second;
+    }
+  }
+
+  // Centres: owned atoms with an element, then (without folding) ghost atoms within the model
+  // cutoff of one.
   const double cutoff_sq = std::pow(model_pair_->model_session().cutoff(), 2);
   double **x = atom->x;
   std::vector<unsigned char> near_owned(nall, 0);
-  for (int ii = 0; ii < list_->inum; ii++) {
+  for (int ii = 0; ii < list_->inum && !fold_images_; ii++) {
     const int i = list_->ilist[ii];
     if (i >= nlocal || atom_species_[i] < 0) continue;
     const int *jlist = list_->firstneigh[i];
@@ -589,6 +613,7 @@ void FixOTFTrain::describe_frame(otf::FramePart &frame)
   frame.system.neighbors = center_neighbors_.data();
   frame.system.neighbor_index_mask = NEIGHMASK;
   frame.center_energy_counts = center_counts_.data();
+  frame.force_owner = fold_images_ ? force_owner_.data() : nullptr;
   frame.volume = domain->xprd * domain->yprd * domain->zprd;
   frame.atoms_in_frame = static_cast<int64_t>(atom->natoms);
 }

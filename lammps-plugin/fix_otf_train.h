@@ -95,6 +95,10 @@ class FixOTFTrain : public Fix {
   double max_uncertainty_ = 0.0;      // largest force uncertainty at the last measurement
   int replicas_differ_ = 0;
   bool ghost_cutoff_warned_ = false;
+  // One rank holds the whole frame: ghost forces are folded onto the atoms they are images of,
+  // instead of ghost centres (which need a ghost shell of 2 x cutoff).
+  bool fold_images_ = false;
+  std::vector<int> force_owner_;
 
   // Who drives: fixed (reference, model) or auto, where drive_reference_ switches.
   Drive drive_mode_ = Drive::Model;

@@ -86,6 +86,23 @@ NeighborGraph frame_graph(const FramePart &frame, double cutoff, torch::Tensor *
   return drop_unused_atoms(graph, kept);
 }
 
+// The frame's force owners (FramePart::force_owner) as graph atom indices; undefined without.
+torch::Tensor graph_force_owner(const FramePart &frame, const torch::Tensor &kept)
+{
+  if (!frame.force_owner) return {};
+  const int64_t atoms = kept.size(0);
+  std::vector<int64_t> graph_index(frame.system.num_atoms, -1);
+  const torch::Tensor kept64 = kept.to(torch::kInt64).contiguous();
+  const int64_t *original = kept64.data_ptr<int64_t>();
+  for (int64_t a = 0; a < atoms; ++a) graph_index[original[a]] = a;
+  std::vector<int64_t> owner(atoms);
+  for (int64_t a = 0; a < atoms; ++a) {
+    const int64_t target = graph_index[frame.force_owner[original[a]]];
+    owner[a] = target >= 0 ? target : a;
+  }
+  return torch::tensor(owner, torch::kInt64);
+}
+
 // Little-endian-as-stored byte streams for the restart state (read back by the same build).
 class ByteWriter {
  public:
@@ -329,6 +346,7 @@ void TrainingSession::add_frame(const FramePart &frame)
                                 torch::kFloat64));
   labels.forces = all_forces.index_select(0, kept);
   labels.force_mask = kept < view.num_local;
+  labels.force_owner = graph_force_owner(frame, kept);
   if (s.settings.stress_weight > 0.0) {
     const auto &w = frame.virial;
     labels.stress = -torch::tensor({w[0], w[3], w[4], w[3], w[1], w[5], w[4], w[5], w[2]},
@@ -409,8 +427,9 @@ void TrainingSession::validate()
     options.virial = stress;
     const Prediction prediction = predict(*s.potential, graph, options);
     const torch::Tensor mask = frame.at("force_mask");
-    const torch::Tensor difference =
-        (prediction.forces.detach().to(torch::kFloat64) - frame.at("forces")).index({mask});
+    torch::Tensor forces = prediction.forces.detach().to(torch::kFloat64);
+    if (frame.contains("force_owner")) forces = fold_forces(forces, frame.at("force_owner"));
+    const torch::Tensor difference = (forces - frame.at("forces")).index({mask});
     force_sq_local += difference.pow(2).sum().item<double>();
     components_local += 3.0 * static_cast<double>(difference.size(0));
     std::vector<torch::Tensor> totals{prediction.energy.detach().to(torch::kFloat64).contiguous()};
@@ -457,7 +476,9 @@ double TrainingSession::force_uncertainty(const FramePart &frame, double *per_ow
     options.virial = false;
     options.member_forces = true;
     const Prediction prediction = predict(*s.potential, graph, options);
-    const torch::Tensor members = prediction.member_forces.detach().to(torch::kFloat64);
+    torch::Tensor members = prediction.member_forces.detach().to(torch::kFloat64);
+    const torch::Tensor owner = graph_force_owner(frame, kept);
+    if (owner.defined()) members = fold_forces(members, owner);
     const torch::Tensor spread =
         (members - members.mean(0, true)).pow(2).sum(-1).mean(0).sqrt().contiguous();
     const torch::Tensor atoms = kept.to(torch::kInt64).contiguous();

@@ -57,6 +57,11 @@ struct FramePart {
   AtomicSystemView system;
   const unsigned char *center_energy_counts = nullptr;    // [system.num_centers]
   const double *owned_forces = nullptr;                   // [system.num_local][3]
+  // Folding (one rank holds the whole frame): the centres are owned atoms only, and
+  // force_owner[j] is the owned atom that atom j is (for an owned atom, j itself; for a ghost,
+  // the atom it is a periodic image of), so ghost forces are folded onto their atoms. Null: the
+  // part has ghost centres instead (see above).
+  const int *force_owner = nullptr;                       // [system.num_atoms] or null
   double energy = 0.0;                                    // whole frame (all ranks)
   std::array<double, 6> virial{};                         // whole frame, xx yy zz xy xz yz
   double volume = 0.0;

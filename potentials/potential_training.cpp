@@ -1,5 +1,6 @@
 #include "potential_training.h"
 
+#include <algorithm>
 #include <stdexcept>
 #include <string>
 
@@ -33,7 +34,21 @@ TrainingBatch labelled_frame(const NeighborGraph& graph, const FrameLabels& labe
     batch.set("stress", labels.stress.to(torch::kFloat64).reshape({1, 3, 3}));
     batch.set("volume", torch::tensor({labels.volume}, torch::kFloat64));
   }
+  if (labels.force_owner.defined()) {
+    const torch::Tensor owner = labels.force_owner.to(torch::kInt64);
+    if (owner.dim() != 1 || owner.size(0) != atoms ||
+        (atoms > 0 && (owner.min().item<int64_t>() < 0 || owner.max().item<int64_t>() >= atoms))) {
+      throw std::invalid_argument("labelled_frame: force_owner must be [" + std::to_string(atoms) +
+                                  "] atom indices");
+    }
+    batch.set("force_owner", owner);
+  }
   return batch;
+}
+
+torch::Tensor fold_forces(const torch::Tensor& forces, const torch::Tensor& force_owner) {
+  const int64_t atom_dim = forces.dim() - 2;
+  return torch::zeros_like(forces).index_add(atom_dim, force_owner, forces);
 }
 
 NeighborGraph neighbor_graph_from_batch(const TrainingBatch& batch) {
@@ -70,6 +85,22 @@ TrainingBatch concatenate_frames(const std::vector<TrainingBatch>& frames) {
       parts.push_back(frame.at(name));
     }
     batch.set(name, torch::cat(parts));
+  }
+  // Owners are atom indices: shifted as the frames' atoms are; frames without folding own their
+  // atoms' forces.
+  const bool folded = std::any_of(frames.begin(), frames.end(),
+                                  [](const TrainingBatch& frame) { return frame.contains("force_owner"); });
+  if (folded) {
+    std::vector<torch::Tensor> owners;
+    int64_t offset = 0;
+    for (const TrainingBatch& frame : frames) {
+      const int64_t atoms = frame.at("positions").size(0);
+      owners.push_back((frame.contains("force_owner") ? frame.at("force_owner")
+                                                      : torch::arange(atoms, torch::kInt64)) +
+                       offset);
+      offset += atoms;
+    }
+    batch.set("force_owner", torch::cat(owners));
   }
   return batch;
 }
@@ -108,7 +139,10 @@ TrainingFunction potential_training_function(PotentialTrainingOptions options) {
     if (options.train_members) {
       const int64_t members = prediction.member_energy.size(0);
       out["energy"] = sum_over_ranks(prediction.member_energy, communicator).reshape({-1});
-      out["forces"] = prediction.member_forces.reshape({-1, 3});
+      const torch::Tensor forces = batch.contains("force_owner")
+                                       ? fold_forces(prediction.member_forces, batch.at("force_owner"))
+                                       : prediction.member_forces;
+      out["forces"] = forces.reshape({-1, 3});
       if (options.stress) {
         // Member-major, as the energies: the frames' volumes repeated once per member.
         const torch::Tensor stress = stress_from_virial(prediction.member_virial.reshape({-1, 3, 3}),
@@ -117,7 +151,9 @@ TrainingFunction potential_training_function(PotentialTrainingOptions options) {
       }
     } else {
       out["energy"] = sum_over_ranks(prediction.energy, communicator);
-      out["forces"] = prediction.forces;
+      out["forces"] = batch.contains("force_owner")
+                          ? fold_forces(prediction.forces, batch.at("force_owner"))
+                          : prediction.forces;
       if (options.stress) {
         out["stress"] = sum_over_ranks(stress_from_virial(prediction.virial, batch.at("volume")), communicator);
       }

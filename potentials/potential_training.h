@@ -10,6 +10,11 @@
 // The frame energy is the sum over ranks of the owned centres' energies; the training function
 // sums it across ranks in the forward pass and keeps each rank's own part in the graph, so that
 // summing parameter gradients over ranks gives the single-process gradient.
+//
+// Folding (a part that holds the whole frame, e.g. one MPI rank): the centres are the frame's own
+// atoms only, and the ghost atoms, periodic images of them, hand their forces to their atoms
+// (force_owner). The forces on the frame's atoms are then exact without ghost centres, whose
+// count grows with the cutoff cubed (most of the cost of small cells).
 #pragma once
 
 #include <torch/torch.h>
@@ -32,11 +37,18 @@ struct FrameLabels {
   torch::Tensor stress;          // optional [3, 3]: -virial / volume of the whole frame
   double volume = 0.0;           // of the frame's cell; needed with stress
   int64_t atoms_in_frame = 0;    // over all ranks (per-atom energy loss)
+  // Optional [atoms] int64: the atom that each atom's force is added to (itself, or for a
+  // periodic image the atom it is an image of). Undefined: no folding.
+  torch::Tensor force_owner;
 };
+
+// forces [..., atoms, 3] with each atom's force added to its owner's row (and the images' rows
+// zero), differentiably: F_i = sum over the images j of i of dE/dx_j.
+torch::Tensor fold_forces(const torch::Tensor& forces, const torch::Tensor& force_owner);
 
 // A frame as a TrainingBatch. Names: "positions", "species", "centers", "neighbor_index",
 // "center_frame", "center_energy_mask", "energy" [1], "forces", "force_mask", "atoms_per_frame"
-// [1], and "stress" [1,3,3] with "volume" [1] when labelled.
+// [1], "stress" [1,3,3] with "volume" [1] when labelled, and "force_owner" when folding.
 TrainingBatch labelled_frame(const NeighborGraph& graph, const FrameLabels& labels);
 // Frames stacked into one batch (indices shifted, frames numbered in order).
 TrainingBatch concatenate_frames(const std::vector<TrainingBatch>& frames);

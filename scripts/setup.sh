@@ -67,10 +67,10 @@ cmake --install "$build_dir" --prefix "$build_dir/install" >/dev/null
 
 case "$action" in
   example)
-    say "running the main example (examples/getting-started)"
-    cd "$OTF_ROOT/examples/getting-started"
-    LAMMPS_PLUGIN_PATH="$build_dir/install/lib/lammps/plugins" OMP_NUM_THREADS=1 \
-      "$lammps_prefix/bin/lmp" -in in.getting-started -log "$build_dir/getting-started.log"
+    say "running the main example (examples/si-sw: silicon learned from Stillinger-Weber during MD)"
+    cd "$OTF_ROOT/examples/si-sw"
+    LAMMPS_PLUGIN_PATH="$build_dir/install/lib/lammps/plugins" OMP_NUM_THREADS="${OMP_NUM_THREADS:-$jobs}" \
+      LMP="$lammps_prefix/bin/lmp" bash run.sh
     ;;
   test)
     say "running all tests"

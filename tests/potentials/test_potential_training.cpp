@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <cmath>
+#include <map>
 #include <set>
 #include <vector>
 
@@ -94,6 +95,54 @@ TEST(PotentialTraining, AFrameSplitOverRanksGivesTheWholeFramesEnergyForcesAndVi
   EXPECT_NEAR(energy, whole.energy.item<double>(), 1e-10 * std::abs(energy));
   EXPECT_TRUE(torch::allclose(forces, whole_forces, 1e-10, 1e-10));
   EXPECT_TRUE(torch::allclose(virial, whole.virial[0], 1e-10, 1e-10));
+}
+
+// One process holding the whole frame folds instead: owned centres only, ghost images hand their
+// forces to their atoms (force_owner). The training function's forces on the owned atoms are the
+// whole frame's, also for frames concatenated into a batch (owners shifted with the atoms).
+TEST(PotentialTraining, FoldedImagesGiveTheOwnedForcesInABatchOfFrames) {
+  const std::shared_ptr<Potential> model = create_potential(small_spec({"Si", "C"}, "float64"));
+  const double cutoff = model->cutoff();
+  std::vector<TrainingBatch> frames;
+  std::vector<torch::Tensor> expected;
+  for (uint64_t seed : {41, 42}) {
+    const PeriodicConfiguration config = random_configuration(16, 2, seed == 42, seed);
+    if (frames.empty()) fit_statistics(*model, {config});
+    const PeriodicSystem system(config, cutoff);
+    const NeighborGraph graph = neighbor_graph_from_view(system.view(), cutoff);
+    const torch::Tensor owner =
+        torch::tensor(std::vector<int64_t>(system.owner().begin(), system.owner().end()));
+    const Prediction whole = predict(*model, graph);
+    const torch::Tensor owned_forces = torch::zeros({system.num_local(), 3}, torch::kFloat64)
+                                           .index_add(0, owner, whole.forces);
+    expected.push_back(owned_forces);
+    FrameLabels labels;
+    labels.energy = whole.energy.item<double>();
+    labels.forces = torch::zeros({system.num_atoms(), 3}, torch::kFloat64);
+    labels.force_mask = torch::arange(system.num_atoms()) < system.num_local();
+    labels.atoms_in_frame = system.num_local();
+    labels.force_owner = owner;
+    frames.push_back(labelled_frame(graph, labels));
+  }
+  PotentialTrainingOptions options;
+  options.train_members = false;
+  const TrainingFunction train = potential_training_function(options);
+  const TrainingBatch batch = concatenate_frames(frames);
+  ASSERT_TRUE(batch.contains("force_owner"));
+  const torch::Tensor forces = train({{"main", model}}, batch).at("forces").detach();
+  const torch::Tensor mask = batch.at("force_mask");
+  const torch::Tensor owned = forces.index({mask});
+  const torch::Tensor reference = torch::cat(expected);
+  ASSERT_EQ(owned.sizes(), reference.sizes());
+  EXPECT_TRUE(torch::allclose(owned, reference, 1e-10, 1e-10));
+  // Images keep no force of their own after folding.
+  EXPECT_EQ(forces.index({mask.logical_not()}).abs().max().item<double>(), 0.0);
+  // Without owners the images' forces stay where they are: the owned rows differ.
+  std::map<std::string, torch::Tensor> without_owner = batch.tensors();
+  without_owner.erase("force_owner");
+  const TrainingBatch unfolded(without_owner);
+  const torch::Tensor raw = train({{"main", model}}, unfolded).at("forces").detach().index({mask});
+  EXPECT_FALSE(torch::allclose(raw, reference, 1e-6, 1e-6));
 }
 
 // A stand-in for the other ranks: all_reduce_sum adds what they would contribute.
