@@ -95,7 +95,9 @@ def main():
     temps = [row["Temp"] for row in nve]
     atoms = len(reference[0])
     finite = all(math.isfinite(x) for x in etotal + temps)
-    picoseconds = (nve[-1]["Step"] - nve[0]["Step"]) / 1000.0
+    # Metal units: the timestep is in ps (the last timestep command, echoed in the log).
+    timestep = float(re.findall(r"^\s*timestep\s+([0-9.eE+-]+)", text, re.MULTILINE)[-1])
+    picoseconds = (nve[-1]["Step"] - nve[0]["Step"]) * timestep
     drift = (etotal[-1] - etotal[0]) / atoms / picoseconds if finite else float("nan")
     spread = (max(etotal) - min(etotal)) / atoms if finite else float("nan")
 

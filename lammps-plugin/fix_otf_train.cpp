@@ -105,9 +105,12 @@ FixOTFTrain::FixOTFTrain(LAMMPS *lmp, int narg, char **arg) :
                       "\"lj/cut 8.5\"");
   reference_style_ = style_words[0];
   reference_settings_.assign(style_words.begin() + 1, style_words.end());
-  if (utils::strmatch(reference_style_, "^otf") || utils::strmatch(reference_style_, "^hybrid"))
-    error->all(FLERR, "fix otf/train: reference pair style '{}' is not supported (use a plain "
-                      "style: lj/cut, sw, tersoff, eam/alloy, ...)", reference_style_);
+  // The model cannot be its own reference, also not as a part of a hybrid reference.
+  for (const auto &word : style_words)
+    if (utils::strmatch(word, "^otf"))
+      error->all(FLERR, "fix otf/train: the reference may not use pair style '{}' (the model); "
+                        "use another style: lj/cut, sw, tersoff, eam/alloy, snap, hybrid/overlay "
+                        "of those, ...", word);
 
   int iarg = 5;
   while (iarg < narg && strcmp(arg[iarg], "coeff") == 0) {
@@ -385,7 +388,9 @@ void FixOTFTrain::init()
   // every neighbour within the cutoff.
   const double needed =
       (fold_images_ ? reference_cutoff : std::max(2.0 * cutoff, reference_cutoff)) + neighbor->skin;
-  if (comm->cutghostuser < needed) {
+  // LAMMPS' own ghost shell: the user's comm cutoff or the pair style's cutoff + skin.
+  const double shell = std::max(comm->cutghostuser, force->pair->cutforce + neighbor->skin);
+  if (shell < needed) {
     if (comm->me == 0 && !ghost_cutoff_warned_)
       error->warning(FLERR, "fix otf/train: ghost cutoff raised to {} ({} + skin, as comm_modify "
                             "cutoff does)", needed,

@@ -63,6 +63,8 @@ def test(ctx):
                  spec=spec)
     expect_error(ctx, "ema", f"{ARGON_LJ_REFERENCE} ema 1", "ema decay must be in [0, 1)",
                  spec=spec)
+    expect_error(ctx, "otf-reference", f'reference "hybrid/overlay lj/cut 8.5 otf {spec}" '
+                 f'coeff "* * lj/cut 0.0104 3.405"', "may not use pair style 'otf'", spec=spec)
     expect_error(ctx, "no-coeff", 'reference "lj/cut 8.5" every 2', "coeff", spec=spec)
     expect_error(ctx, "bad-number", f"{ARGON_LJ_REFERENCE} every many", "Expected integer",
                  spec=spec)

@@ -2,7 +2,8 @@
 drives exactly the trajectory it drives without the fix, although the reference is evaluated on
 every labelled step. The model is saved atomically (no temporary file left) at save_every and at
 the end of the run, with a log line each time, and the saved model loads in pair_style otf with
-its optimizer step count.
+its optimizer step count. A hybrid/overlay reference (lj/cut split into two halves) labels as
+the plain style does: the same trajectory and loss history.
 """
 import re
 
@@ -49,6 +50,25 @@ def test(ctx):
     expect(f"{steps} optimizer steps" in loaded.log, "the saved model's step count is not logged")
     print(f"saved model loads in pair_style otf: {steps} optimizer steps, "
           f"pe {loaded.last('PotEng'):.6g}")
+
+
+    plain_fix = f"{ARGON_LJ_REFERENCE} every 2 steps_per_frame 2 lr 3e-3 drive reference"
+    hybrid_fix = ('reference "hybrid/overlay lj/cut 8.5 lj/cut 8.5" '
+                  'coeff "* * lj/cut 1 0.0052 3.405" coeff "* * lj/cut 2 0.0052 3.405" '
+                  'every 2 steps_per_frame 2 lr 3e-3 drive reference')
+    histories = {}
+    for name, fix in (("plain", plain_fix), ("hybrid", hybrid_fix)):
+        result = run_lammps(ctx, argon_script(ctx, spec, fix=fix, steps=30, thermo=2),
+                            name=f"in.reference-{name}")
+        histories[name] = result.thermo[-1]
+    temperature = relative_error([r["Temp"] for r in histories["hybrid"]],
+                                 [r["Temp"] for r in histories["plain"]])
+    loss = relative_error([r["f_t[1]"] for r in histories["hybrid"]],
+                          [r["f_t[1]"] for r in histories["plain"]])
+    print(f"hybrid/overlay reference: temperature history differs by {temperature:.3g}, loss "
+          f"history by {loss:.3g} (relative) from the plain lj/cut reference")
+    expect(max(r["f_t[1]"] for r in histories["hybrid"]) > 0, "no training with a hybrid reference")
+    expect(temperature <= 1e-10 and loss <= 1e-5, "the hybrid reference labels differently")
 
 
 if __name__ == "__main__":
