@@ -10,8 +10,11 @@ rank, per-atom cost relative to the smallest size. Memory: slope of the peak res
 serial runs between the two largest sizes, in bytes per atom (LAMMPS' own arrays included; the
 model's weights are constant and drop out of the slope).
 
+Styles otf-kk-<precision> run the same input under -k on -sf kk (pair_style otf/kk, Kokkos'
+own fix nve/kk), for the Kokkos style's atom-steps per second next to the plain style's.
+
 Usage: bench_pair_otf.py --lmp LMP --plugin otfplugin.so [--cells 4,8,12,16] [--ranks 1,2]
-                         [--styles sw,snap,otf-float32,otf-bfloat16] [--out PREFIX]
+                         [--styles sw,snap,otf-float32,otf-bfloat16,otf-kk-float32] [--out PREFIX]
 Run with OMP_NUM_THREADS=1 (one LibTorch thread per rank).
 """
 import argparse
@@ -24,7 +27,13 @@ import tempfile
 from pathlib import Path
 
 # Atom-steps per measured run, per style, so that each run takes a few seconds.
-ATOM_STEPS = {"sw": 2e6, "snap": 1.5e4, "otf-float32": 1.5e5, "otf-bfloat16": 5e4, "otf-float16": 1.5e5}
+ATOM_STEPS = {"sw": 2e6, "snap": 1.5e4, "otf-float32": 1.5e5, "otf-bfloat16": 5e4, "otf-float16": 1.5e5,
+              "otf-kk-float32": 1.5e5, "otf-kk-bfloat16": 5e4}
+
+
+def kokkos_args(style):
+    """otf-kk-<precision>: the same input under -k on -sf kk (pair_style otf/kk, fix nve/kk)."""
+    return ["-k", "on", "-sf", "kk"] if style.startswith("otf-kk-") else []
 
 
 def pair_lines(style, work):
@@ -33,7 +42,7 @@ def pair_lines(style, work):
     if style == "snap":
         return ("pair_style snap\n"
                 "pair_coeff * * Si_Zuo_JPCA2020.snapcoeff Si_Zuo_JPCA2020.snapparam Si\n")
-    precision = style.split("-", 1)[1]
+    precision = style.split("-")[-1]
     return f"pair_style otf {work / 'si-model.json'} precision {precision}\npair_coeff * * Si\n"
 
 
@@ -57,10 +66,11 @@ run {steps}
 """
 
 
-def run(lmp, text, ranks, work, name):
+def run(lmp, text, ranks, work, name, extra_args=()):
     path = work / f"in.{name}"
     path.write_text(text)
-    command = [lmp, "-in", str(path), "-log", str(work / f"log.{name}"), "-screen", "none"]
+    command = [lmp, "-in", str(path), "-log", str(work / f"log.{name}"), "-screen", "none",
+               *extra_args]
     if ranks > 1:
         command = ["mpiexec", "--oversubscribe", "--allow-run-as-root", "-np", str(ranks)] + command
     else:
@@ -102,7 +112,8 @@ def main():
                 atoms = 8 * n ** 3
                 steps = max(2, int(ATOM_STEPS.get(style, 1e5) / atoms))
                 results[(style, n, ranks)] = run(args.lmp, script(style, n, steps, args.plugin, work),
-                                                 ranks, work, f"{style}-{n}-{ranks}")
+                                                 ranks, work, f"{style}-{n}-{ranks}",
+                                                 kokkos_args(style))
                 r = results[(style, n, ranks)]
                 print(f"# {style:13s} {r['atoms']:6d} atoms {ranks} rank(s): {r['atom_steps_per_s']:12.0f} "
                       f"atom-steps/s ({r['steps']} steps, {r['seconds']:.2f} s)", flush=True)
@@ -127,6 +138,11 @@ def main():
                 slope = 1024.0 * (b["maxrss_kb"] - a["maxrss_kb"]) / (b["atoms"] - a["atoms"])
                 memory.append(f"# peak memory per atom, {style}: {slope:.0f} bytes "
                               f"(slope {a['atoms']} -> {b['atoms']} atoms, serial)")
+    for (style, n, ranks), r in results.items():
+        plain = results.get((style.replace("otf-kk-", "otf-"), n, ranks))
+        if style.startswith("otf-kk-") and plain:
+            memory.append(f"# {style} / {style.replace('otf-kk-', 'otf-')} at {r['atoms']} atoms, "
+                          f"{ranks} rank(s): {r['atom_steps_per_s'] / plain['atom_steps_per_s']:.2f}")
     neighbours = f"# model cutoff {args.cutoff} A; Si_Zuo_JPCA2020 SNAP cutoff 4.9 A (28 neighbours within the cutoff for both in diamond Si); list_neighbours is LAMMPS' Ave neighs/atom (with skin; full lists count both directions)"
     text = "\n".join([neighbours] + lines + memory) + "\n"
     print(text)

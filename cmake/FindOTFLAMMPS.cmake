@@ -71,8 +71,16 @@ list(FIND _months "${CMAKE_MATCH_2}" _month)
 math(EXPR _month "${_month} + 1")
 math(EXPR OTF_LAMMPS_VERSION_ID "${CMAKE_MATCH_3} * 10000 + ${_month} * 100 + ${CMAKE_MATCH_1}")
 
+# pair_style otf/kk is built when this LAMMPS has the KOKKOS package (its headers installed) and
+# the Kokkos it was built with is found.
+set(OTF_LAMMPS_HAS_KOKKOS OFF)
+find_file(_otf_lammps_kokkos_h kokkos.h PATHS ${_otf_lammps_include_dirs} NO_DEFAULT_PATH)
+if(_otf_lammps_kokkos_h AND TARGET Kokkos::kokkos)
+  set(OTF_LAMMPS_HAS_KOKKOS ON)
+endif()
+
 add_library(otf_lammps INTERFACE)
 target_include_directories(otf_lammps SYSTEM INTERFACE ${_otf_lammps_include_dirs})
 target_compile_definitions(otf_lammps INTERFACE ${_otf_lammps_definitions})
 target_link_libraries(otf_lammps INTERFACE MPI::MPI_CXX)
-message(STATUS "OTF-Torch: LAMMPS ${OTF_LAMMPS_VERSION} (${OTF_LAMMPS_VERSION_ID}) at ${LAMMPS_ROOT}, definitions: ${_otf_lammps_definitions}")
+message(STATUS "OTF-Torch: LAMMPS ${OTF_LAMMPS_VERSION} (${OTF_LAMMPS_VERSION_ID}) at ${LAMMPS_ROOT}, definitions: ${_otf_lammps_definitions}, pair_style otf/kk: ${OTF_LAMMPS_HAS_KOKKOS}")

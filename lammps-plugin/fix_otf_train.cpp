@@ -20,6 +20,9 @@
 #include "otf_model_session.h"
 #include "otf_training_session.h"
 #include "pair_otf.h"
+#ifdef OTF_WITH_KOKKOS
+#include "pair_otf_kokkos_factory.h"
+#endif
 
 #include "atom.h"
 #include "atom_masks.h"
@@ -324,7 +327,9 @@ void FixOTFTrain::parse_keywords(int narg, char **arg, int iarg)
 void FixOTFTrain::create_reference()
 {
   int sflag = 0;
-  reference_ = force->new_pair(reference_style_, 1, sflag);
+  // The plain style, also under -sf kk: the reference runs on the host arrays LAMMPS syncs for
+  // this fix, with its own host neighbour list.
+  reference_ = force->new_pair(reference_style_, 0, sflag);
   if (!reference_)
     error->all(FLERR, "fix otf/train: unknown reference pair style '{}'", reference_style_);
   std::vector<char *> words;
@@ -400,6 +405,15 @@ void FixOTFTrain::init()
   }
 
   if (!session_) {
+#ifdef OTF_WITH_KOKKOS
+    if (lmp->kokkos) {
+      // The model is where pair_style otf evaluates it: Kokkos' device for otf/kk, else the host.
+      const bool on_host = !model_pair_->kokkosable ||
+          utils::strmatch(force->pair_style, "/kk/host");
+      settings_->kokkos_execution_space = kokkos_execution_space_name(on_host);
+      settings_->kokkos_device_id = kokkos_device_id(lmp, on_host);
+    }
+#endif
     on_all_ranks_or_error("cannot set up training", [&] {
       session_ = std::make_unique<otf::TrainingSession>(
           model_pair_->model_session().potential(), *settings_, world);
@@ -408,10 +422,10 @@ void FixOTFTrain::init()
       utils::logmesg(lmp,
                      "fix otf/train: reference pair_style {}, model cutoff {}, precision {}, "
                      "label every {} steps, {} optimizer step(s) of {} frame(s) per frame, "
-                     "buffer {} frames\n",
+                     "buffer {} frames, device {}\n",
                      reference_style_, cutoff, settings_->precision, label_every_,
                      settings_->steps_per_frame, settings_->batch_frames,
-                     settings_->buffer_frames);
+                     settings_->buffer_frames, session_->device_name());
   }
   if (restart_pending_) apply_restart();
 }

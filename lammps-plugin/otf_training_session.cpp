@@ -9,6 +9,7 @@
 #include "ema_hook.h"
 #include "gradient_accumulation_hook.h"
 #include "gradient_clip_hook.h"
+#include "kokkos_device.h"
 #include "losses.h"
 #include "lr_schedules.h"
 #include "mixed_precision_hook.h"
@@ -307,6 +308,11 @@ TrainingSession::TrainingSession(std::shared_ptr<Potential> potential,
     options.hooks.push_back(s.ema);
   }
 
+  const c10::Device device =
+      settings.kokkos_execution_space.empty()
+          ? c10::Device(c10::kCPU)
+          : torch_device_for_kokkos(settings.kokkos_execution_space, settings.kokkos_device_id);
+  options.devices = training_devices(device);
   s.strategy = std::make_unique<TrainingStrategy>(std::move(options));
   s.strategy->set_communicator(s.communicator);
 
@@ -493,6 +499,11 @@ double TrainingSession::force_uncertainty(const FramePart &frame, double *per_ow
   torch::Tensor largest = torch::full({1}, local_max, torch::kFloat64);
   s.communicator->all_reduce_max({largest});
   return largest.item<double>();
+}
+
+std::string TrainingSession::device_name() const
+{
+  return impl_->strategy->devices().front().str();
 }
 
 double TrainingSession::learning_rate() const

@@ -47,6 +47,12 @@ struct TrainingSessionSettings {
   std::vector<double> lr_schedule_parameters;
   int64_t accumulate = 1;               // batches per optimizer step (gradient accumulation)
   double ema_decay = 0.0;               // 0: no EMA; else saved model files hold the EMA weights
+  // Where Kokkos runs the model on this rank (pair_style otf/kk): its execution space's name
+  // ("Serial", "OpenMP", "Cuda") and GPU id (-1 on the host); empty without Kokkos. Mapped by
+  // otf::torch_device_for_kokkos to the training strategy's devices[0], which holds the autocast
+  // region and the GradScaler.
+  std::string kokkos_execution_space;
+  int kokkos_device_id = -1;
 };
 
 // A rank's part of one labelled configuration, in LAMMPS' arrays (borrowed for the call).
@@ -113,6 +119,8 @@ class TrainingSession {
   // and has averaged at least once, the live weights otherwise.
   void save(const std::string &path) const;
   double learning_rate() const;
+  // The training device, e.g. "cpu" or "cuda:0".
+  std::string device_name() const;
 
   // Restart (fix otf/train write_restart/restart). Rank-local. save_state: every parameter and
   // buffer of the model (descriptor statistics and energy shifts included), the strategy's whole

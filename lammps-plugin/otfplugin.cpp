@@ -12,6 +12,9 @@
 #include "fix_otf_train.h"
 #include "otf_info.h"
 #include "pair_otf.h"
+#ifdef OTF_WITH_KOKKOS
+#include "pair_otf_kokkos_factory.h"
+#endif
 
 #include "comm.h"
 #include "lammps.h"
@@ -89,6 +92,18 @@ Pair *pair_otf_creator(LAMMPS *lmp)
   return new PairOTF(lmp);
 }
 
+#ifdef OTF_WITH_KOKKOS
+Pair *pair_otf_kokkos_device_creator(LAMMPS *lmp)
+{
+  return create_pair_otf_kokkos(lmp, false);
+}
+
+Pair *pair_otf_kokkos_host_creator(LAMMPS *lmp)
+{
+  return create_pair_otf_kokkos(lmp, true);
+}
+#endif
+
 Compute *compute_otf_atom_creator(LAMMPS *lmp, int argc, char **argv)
 {
   return new ComputeOTFAtom(lmp, argc, argv);
@@ -136,6 +151,22 @@ extern "C" void lammpsplugin_init(void *lmp_handle, void *dso_handle, void *regf
   plugin.info = "OTF-Torch ML potential";
   plugin.creator.v1 = reinterpret_cast<lammpsplugin_factory1 *>(&pair_otf_creator);
   register_plugin(&plugin, lmp);
+#ifdef OTF_WITH_KOKKOS
+  // The KOKKOS package's naming: otf/kk runs on Kokkos' device space, otf/kk/host on its host
+  // space (the same class in a host-only Kokkos build).
+  const struct {
+    const char *name;
+    Pair *(*creator)(LAMMPS *);
+  } kokkos_variants[] = {{"otf/kk", &pair_otf_kokkos_device_creator},
+                         {"otf/kk/device", &pair_otf_kokkos_device_creator},
+                         {"otf/kk/host", &pair_otf_kokkos_host_creator}};
+  for (const auto &variant : kokkos_variants) {
+    plugin.name = variant.name;
+    plugin.info = "OTF-Torch ML potential, KOKKOS package variant";
+    plugin.creator.v1 = reinterpret_cast<lammpsplugin_factory1 *>(variant.creator);
+    register_plugin(&plugin, lmp);
+  }
+#endif
 
   plugin.style = "compute";
   plugin.name = "otf/atom";

@@ -274,13 +274,9 @@ void PairOTF::grow_atom_arrays()
 void PairOTF::compute(int eflag, int vflag)
 {
   ev_init(eflag, vflag);
-  grow_atom_arrays();
-
   const int nlocal = atom->nlocal;
   const int nall = nlocal + atom->nghost;
-  const int *type = atom->type;
-  for (int i = 0; i < nall; i++) atom_species_[i] = type_species_[type[i]];
-  for (int i = 0; i < nall; i++) atom_energy_uncertainty_[i] = 0.0;
+  prepare_atoms(atom->type);
 
   // Without newton LAMMPS neither clears nor folds ghost entries: this style does both.
   if (!force->newton) {
@@ -292,30 +288,51 @@ void PairOTF::compute(int eflag, int vflag)
   }
 
   const int inum = list->inum;
-  if (inum > 0) {
-    center_neighbor_counts_.resize(inum);
-    center_neighbors_.resize(inum);
-    for (int ii = 0; ii < inum; ii++) {
-      const int i = list->ilist[ii];
-      center_neighbor_counts_[ii] = list->numneigh[i];
-      center_neighbors_[ii] = list->firstneigh[i];
-    }
+  center_neighbor_counts_.resize(inum);
+  center_neighbors_.resize(inum);
+  for (int ii = 0; ii < inum; ii++) {
+    const int i = list->ilist[ii];
+    center_neighbor_counts_[ii] = list->numneigh[i];
+    center_neighbors_[ii] = list->firstneigh[i];
+  }
+  evaluate_centers(atom->x[0], list->ilist, inum, atom->f[0], eflag_atom ? eatom : nullptr,
+                   vflag_atom ? vatom[0] : nullptr);
 
+  if (!force->newton) comm->reverse_comm_pair(this);
+}
+
+/* ---------------------------------------------------------------------- */
+
+void PairOTF::prepare_atoms(const int *type)
+{
+  grow_atom_arrays();
+  const int nall = atom->nlocal + atom->nghost;
+  for (int i = 0; i < nall; i++) atom_species_[i] = type_species_[type[i]];
+  for (int i = 0; i < nall; i++) atom_energy_uncertainty_[i] = 0.0;
+}
+
+/* ---------------------------------------------------------------------- */
+
+void PairOTF::evaluate_centers(const double *positions, const int *centers, int num_centers,
+                               double *forces, double *atom_energy, double *atom_virial)
+{
+  const int nlocal = atom->nlocal;
+  if (num_centers > 0) {
     otf::AtomicSystemView system;
-    system.num_atoms = nall;
+    system.num_atoms = nlocal + atom->nghost;
     system.num_local = nlocal;
-    system.positions = atom->x[0];
+    system.positions = positions;
     system.species = atom_species_;
-    system.num_centers = inum;
-    system.centers = list->ilist;
+    system.num_centers = num_centers;
+    system.centers = centers;
     system.neighbor_counts = center_neighbor_counts_.data();
     system.neighbors = center_neighbors_.data();
     system.neighbor_index_mask = NEIGHMASK;
 
     otf::EvaluationOutputs outputs;
-    outputs.forces = atom->f[0];
-    outputs.atom_energy = eflag_atom ? eatom : nullptr;
-    outputs.atom_virial = vflag_atom ? vatom[0] : nullptr;
+    outputs.forces = forces;
+    outputs.atom_energy = atom_energy;
+    outputs.atom_virial = atom_virial;
     outputs.atom_energy_uncertainty = atom_energy_uncertainty_;
 
     otf::EvaluationTotals totals;
@@ -326,15 +343,13 @@ void PairOTF::compute(int eflag, int vflag)
       failure = e.what();
     }
     if (!failure.empty())
-      error->one(FLERR, "pair_style otf: model evaluation failed on step {}: {}",
+      error->one(FLERR, "pair_style {}: model evaluation failed on step {}: {}", style_label_,
                  update->ntimestep, failure);
 
     if (eflag_global) eng_vdwl += totals.energy;
     if (vflag_global)
       for (int k = 0; k < 6; k++) virial[k] += totals.virial[k];
   }
-
-  if (!force->newton) comm->reverse_comm_pair(this);
   last_evaluation_step_ = update->ntimestep;
   last_evaluation_nlocal_ = nlocal;
 }

@@ -50,6 +50,15 @@ class PairOTF : public Pair {
   void allocate();
   void grow_atom_arrays();
   void check_units();
+  // The per-step preparation of compute(): every atom's model species (from LAMMPS types) and
+  // a zeroed uncertainty array.
+  void prepare_atoms(const int *type);
+  // Evaluates the model on num_centers centres (atom indices `centers`), whose neighbour lists
+  // the caller put in center_neighbor_counts_ / center_neighbors_: adds forces ([nall][3]) and,
+  // when not null, per-atom energies and virials ([nall], [nall][6]) into the given arrays, and
+  // the totals into eng_vdwl and virial. Stops every rank with a LAMMPS error if it fails.
+  void evaluate_centers(const double *positions, const int *centers, int num_centers,
+                        double *forces, double *atom_energy, double *atom_virial);
   // Runs `body` on every rank; if it throws on any rank, every rank stops with error->all
   // carrying the message of the lowest rank that failed (no rank is left in a collective).
   template <typename Body> void on_all_ranks_or_error(const std::string &what, Body &&body);
@@ -66,6 +75,7 @@ class PairOTF : public Pair {
   std::vector<int> center_neighbor_counts_;
   std::vector<const int *> center_neighbors_;
 
+  const char *style_label_ = "otf";    // in messages: otf, or otf/kk for the Kokkos variant
   bigint last_evaluation_step_ = -1;
   int last_evaluation_nlocal_ = 0;
 };

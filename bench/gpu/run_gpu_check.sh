@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# Device check (issue: Kokkos and CUDA paths): builds the Kokkos-to-LibTorch device mapping with
+# the machine's CUDA LibTorch (PyTorch's C++ library) and runs kokkos_device_gpu_check.cpp.
+# Run from the repository root on a machine with an NVIDIA GPU and PyTorch; writes to ${OUT:-.}.
+set -euo pipefail
+out=${OUT:-.}
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$out/gpu.txt"
+torch_dir=$(python3 -c 'import torch, os; print(os.path.dirname(torch.__file__))')
+python3 -c 'import torch; print("torch", torch.__version__, "cuda", torch.version.cuda)' | tee -a "$out/gpu.txt"
+abi=$(python3 -c 'import torch; print(int(torch._C._GLIBCXX_USE_CXX11_ABI))')
+g++ -std=c++17 -O2 -D_GLIBCXX_USE_CXX11_ABI="$abi" -Isrc \
+  -isystem "$torch_dir/include" -isystem "$torch_dir/include/torch/csrc/api/include" \
+  src/kokkos_device.cpp bench/gpu/kokkos_device_gpu_check.cpp -o /tmp/kokkos_device_gpu_check \
+  -L"$torch_dir/lib" -Wl,-rpath,"$torch_dir/lib" -Wl,--no-as-needed -ltorch_cuda -lc10_cuda \
+  -Wl,--as-needed -ltorch -ltorch_cpu -lc10 2>&1 | tail -20
+/tmp/kokkos_device_gpu_check 2>&1 | tee -a "$out/gpu.txt"

@@ -1,0 +1,96 @@
+"""pair_style otf/kk under -k on -sf kk (Kokkos Serial here) gives the plain style's numbers: total
+energy, pressure tensor, per-atom energy and virial sums and every force, at step 0 and after 20
+MD steps, relative 1e-12 with a float64 model, serial and on 2 ranks; the kk/host variant too.
+fix otf/train with the model under Kokkos has the plain run's training-loss history and
+validation force RMSE in float32, bfloat16 and float16 (relative 1e-6), and logs its device.
+otf/kk without Kokkos enabled, and with newton_pair off, are clean errors.
+"""
+from lammps_harness import expect, main, run_lammps
+from pair_otf_common import (ARGON_LJ_REFERENCE, argon_script, read_dump, relative_error,
+                             write_argon_spec, write_spec)
+
+COLUMNS = ["PotEng", "Press", "Pxx", "Pyy", "Pzz", "Pxy", "Pxz", "Pyz", "c_spe", "c_ssa[1]",
+           "c_ssa[2]", "c_ssa[3]", "c_ssa[4]", "c_ssa[5]", "c_ssa[6]"]
+
+
+def crystal(ctx, spec, dump, newton="on"):
+    return f"""plugin load {ctx.plugin}
+newton {newton}
+units metal
+atom_modify map array
+lattice diamond 5.431
+region box block 0 3 0 3 0 3
+create_box 1 box
+create_atoms 1 box
+mass 1 28.0855
+displace_atoms all random 0.1 0.1 0.1 4 units box
+velocity all create 1000 7 loop geom
+pair_style otf {spec}
+pair_coeff * * Si
+compute pe all pe/atom
+compute sa all stress/atom NULL
+compute spe all reduce sum c_pe
+compute ssa all reduce sum c_sa[1] c_sa[2] c_sa[3] c_sa[4] c_sa[5] c_sa[6]
+fix nve all nve
+thermo_style custom step pe press pxx pyy pzz pxy pxz pyz c_spe c_ssa[1] c_ssa[2] c_ssa[3] &
+    c_ssa[4] c_ssa[5] c_ssa[6]
+thermo_modify format float %.16g
+dump d all custom 20 {dump} id fx fy fz c_pe c_sa[1] c_sa[2] c_sa[3] c_sa[4] c_sa[5] c_sa[6]
+dump_modify d sort id format float %.16g
+thermo 10
+run 20
+"""
+
+
+def test(ctx):
+    spec = write_spec(ctx, "si64.json", elements=("Si",), dtype="float64", committee_size=2)
+    plain = run_lammps(ctx, crystal(ctx, spec, "plain.dump"), name="in.plain")
+    plain_atoms, _ = read_dump(ctx.workdir / "plain.dump")
+    for label, args in (("kk", ["-k", "on", "-sf", "kk"]), ("kk-host", ["-k", "on", "-sf", "kk/host"])):
+        run = run_lammps(ctx, crystal(ctx, spec, f"{label}.dump"), args=args, name=f"in.{label}")
+        expect("pair otf/kk" in run.stdout + run.log, f"{label}: pair_style otf/kk was not used")
+        worst = 0.0
+        for row_plain, row_kk in zip(plain.thermo[-1], run.thermo[-1]):
+            worst = max(worst, relative_error([row_kk[c] for c in COLUMNS],
+                                              [row_plain[c] for c in COLUMNS]))
+        kk_atoms, _ = read_dump(ctx.workdir / f"{label}.dump")
+        expect(sorted(kk_atoms) == sorted(plain_atoms), f"{label}: atoms differ")
+        per_atom = relative_error([v for i in sorted(kk_atoms) for v in kk_atoms[i]],
+                                  [v for i in sorted(plain_atoms) for v in plain_atoms[i]])
+        print(f"{label} (np {ctx.np}): energy, pressure tensor, per-atom sums over 20 steps "
+              f"differ by {worst:.3g}; forces, per-atom energy and virial at step 20 by "
+              f"{per_atom:.3g} (relative)")
+        expect(worst <= 1e-12 and per_atom <= 1e-12, f"{label} differs from pair_style otf")
+
+    argon = write_argon_spec(ctx)
+    for precision in ("float32", "bfloat16", "float16"):
+        fix = (f"{ARGON_LJ_REFERENCE} every 2 steps_per_frame 2 batch 2 lr 3e-3 validation 0.3 "
+               f"precision {precision}")
+        runs = {}
+        for label, args in (("plain", []), ("kk", ["-k", "on", "-sf", "kk"])):
+            runs[label] = run_lammps(ctx, argon_script(ctx, argon, fix=fix, steps=30, thermo=2),
+                                     args=args, name=f"in.train-{precision}-{label}")
+        expect("device cpu" in runs["kk"].log, "fix otf/train does not log its device")
+        loss = relative_error([r["f_t[1]"] for r in runs["kk"].thermo[-1]],
+                              [r["f_t[1]"] for r in runs["plain"].thermo[-1]])
+        rmse = relative_error([r["f_t[3]"] for r in runs["kk"].thermo[-1]],
+                              [r["f_t[3]"] for r in runs["plain"].thermo[-1]])
+        steps = runs["kk"].last("f_t[7]")
+        print(f"training {precision} (np {ctx.np}): loss history under Kokkos differs by "
+              f"{loss:.3g}, validation force RMSE by {rmse:.3g} ({steps:.0f} optimizer steps)")
+        expect(steps > 0 and loss <= 1e-6 and rmse <= 1e-6, f"{precision}: training differs")
+
+    no_kokkos = run_lammps(ctx, crystal(ctx, spec, "x.dump").replace("pair_style otf ",
+                                                                     "pair_style otf/kk "),
+                           name="in.no-kokkos", check=False)
+    expect(no_kokkos.returncode != 0 and "needs Kokkos enabled" in no_kokkos.stdout + no_kokkos.log,
+           "otf/kk without -k on is not a clean error")
+    newton_off = run_lammps(ctx, crystal(ctx, spec, "y.dump", newton="off"),
+                            args=["-k", "on", "-sf", "kk"], name="in.newton-off", check=False)
+    expect(newton_off.returncode != 0 and "requires newton_pair on" in
+           newton_off.stdout + newton_off.log, "otf/kk with newton off is not a clean error")
+    print("otf/kk without -k on, and with newton off: clean errors")
+
+
+if __name__ == "__main__":
+    main(test)
