@@ -15,6 +15,10 @@
 // atoms only, and the ghost atoms, periodic images of them, hand their forces to their atoms
 // (force_owner). The forces on the frame's atoms are then exact without ghost centres, whose
 // count grows with the cutoff cubed (most of the cost of small cells).
+// A part of a frame split over ranks cannot simply fold as well: a ghost centre owned by another
+// rank that sees an image of a local atom would hand that derivative to the atom a second time
+// (the ghost centre's image next to the atom itself already counts it). Such parts keep their
+// ghost centres.
 #pragma once
 
 #include <torch/torch.h>
