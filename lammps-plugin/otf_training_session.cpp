@@ -318,11 +318,9 @@ TrainingSession::TrainingSession(std::shared_ptr<Potential> potential,
 
   // Every rank starts from rank 0's weights and statistics (they were loaded from the same bytes,
   // so this only guards the invariant).
-  std::vector<torch::Tensor> state_tensors;
-  for (const auto &p : s.potential->parameters()) state_tensors.push_back(p);
-  for (const auto &b : s.potential->buffers()) state_tensors.push_back(b);
   {
     torch::NoGradGuard no_grad;
+    std::vector<torch::Tensor> state_tensors = model_state_tensors(*s.potential);
     broadcast_parameters(*s.communicator, state_tensors, 0);
   }
   s.statistics_ready = settings.stats_frames == 0 || s.potential->descriptor_statistics_frozen();
@@ -526,8 +524,7 @@ uint64_t TrainingSession::weights_hash() const
       hash *= 1099511628211ULL;
     }
   };
-  for (const auto &p : impl_->potential->parameters()) add(p);
-  for (const auto &b : impl_->potential->buffers()) add(b);
+  for (const torch::Tensor &tensor : model_state_tensors(*impl_->potential)) add(tensor);
   return hash;
 }
 
