@@ -11,7 +11,8 @@ serial runs between the two largest sizes, in bytes per atom (LAMMPS' own arrays
 model's weights are constant and drop out of the slope).
 
 Styles otf-kk-<precision> run the same input under -k on -sf kk (pair_style otf/kk, Kokkos'
-own fix nve/kk), for the Kokkos style's atom-steps per second next to the plain style's.
+own fix nve/kk), for the Kokkos style's atom-steps per second next to the plain style's;
+otf-kk-resident-<precision> adds `resident yes` (the tensor path GPU runs take) on the host.
 
 Usage: bench_pair_otf.py --lmp LMP --plugin otfplugin.so [--cells 4,8,12,16] [--ranks 1,2]
                          [--styles sw,snap,otf-float32,otf-bfloat16,otf-kk-float32] [--out PREFIX]
@@ -28,7 +29,7 @@ from pathlib import Path
 
 # Atom-steps per measured run, per style, so that each run takes a few seconds.
 ATOM_STEPS = {"sw": 2e6, "snap": 1.5e4, "otf-float32": 1.5e5, "otf-bfloat16": 5e4, "otf-float16": 1.5e5,
-              "otf-kk-float32": 1.5e5, "otf-kk-bfloat16": 5e4}
+              "otf-kk-float32": 1.5e5, "otf-kk-bfloat16": 5e4, "otf-kk-resident-float32": 1.5e5}
 
 
 def kokkos_args(style):
@@ -43,7 +44,9 @@ def pair_lines(style, work):
         return ("pair_style snap\n"
                 "pair_coeff * * Si_Zuo_JPCA2020.snapcoeff Si_Zuo_JPCA2020.snapparam Si\n")
     precision = style.split("-")[-1]
-    return f"pair_style otf {work / 'si-model.json'} precision {precision}\npair_coeff * * Si\n"
+    resident = " resident yes" if "-resident-" in style else ""
+    return (f"pair_style otf {work / 'si-model.json'} precision {precision}{resident}\n"
+            "pair_coeff * * Si\n")
 
 
 def script(style, cells, steps, plugin, work):
@@ -139,9 +142,10 @@ def main():
                 memory.append(f"# peak memory per atom, {style}: {slope:.0f} bytes "
                               f"(slope {a['atoms']} -> {b['atoms']} atoms, serial)")
     for (style, n, ranks), r in results.items():
-        plain = results.get((style.replace("otf-kk-", "otf-"), n, ranks))
+        plain_style = "otf-" + style.split("-")[-1]
+        plain = results.get((plain_style, n, ranks))
         if style.startswith("otf-kk-") and plain:
-            memory.append(f"# {style} / {style.replace('otf-kk-', 'otf-')} at {r['atoms']} atoms, "
+            memory.append(f"# {style} / {plain_style} at {r['atoms']} atoms, "
                           f"{ranks} rank(s): {r['atom_steps_per_s'] / plain['atom_steps_per_s']:.2f}")
     neighbours = f"# model cutoff {args.cutoff} A; Si_Zuo_JPCA2020 SNAP cutoff 4.9 A (28 neighbours within the cutoff for both in diamond Si); list_neighbours is LAMMPS' Ave neighs/atom (with skin; full lists count both directions)"
     text = "\n".join([neighbours] + lines + memory) + "\n"

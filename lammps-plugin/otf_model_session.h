@@ -29,6 +29,38 @@ std::string canonical_precision_name(const std::string &text);
 // that all replicas are bitwise identical.
 std::string model_bytes_from_path(const std::string &path);
 
+// An array the MD code owns (a Kokkos view), borrowed for one call: its data in the memory of the
+// session's device, with extents and strides in elements, so that any layout is read in place.
+struct BorrowedArray {
+  enum class Element { Int32, Float64 };
+  void *data = nullptr;    // null: not given (outputs: not computed)
+  Element element = Element::Float64;
+  int rank = 1;
+  int64_t extent[2] = {0, 1};
+  int64_t stride[2] = {1, 1};
+};
+BorrowedArray borrowed_vector(const int *data, int64_t extent, int64_t stride);
+BorrowedArray borrowed_vector(double *data, int64_t extent, int64_t stride);
+BorrowedArray borrowed_matrix(const int *data, int64_t rows, int64_t columns, int64_t row_stride,
+                              int64_t column_stride);
+BorrowedArray borrowed_matrix(const double *data, int64_t rows, int64_t columns,
+                              int64_t row_stride, int64_t column_stride);
+
+// The arrays of pair_style otf/kk: positions, types and LAMMPS' Kokkos neighbour list (rows by
+// atom index) in, forces, per-atom energies and virials added in place.
+struct ResidentArrays {
+  int num_atoms = 0;
+  BorrowedArray positions;         // [num_atoms][3] double
+  BorrowedArray types;             // [num_atoms] int
+  BorrowedArray centers;           // [centres] int (ilist)
+  BorrowedArray neighbor_counts;   // [rows] int (numneigh by atom)
+  BorrowedArray neighbors;         // [rows][max neighbours] int
+  int neighbor_index_mask = ~0;
+  BorrowedArray forces;            // [num_atoms][3] double
+  BorrowedArray atom_energy;       // [num_atoms] double
+  BorrowedArray atom_virial;       // [num_atoms][6] double
+};
+
 class ModelSession {
  public:
   // Loads the model from model-file bytes and builds its evaluator. `precision` is any spelling
@@ -55,6 +87,19 @@ class ModelSession {
 
   // Adds results to `outputs` (see atomic_system.h) and returns the rank's totals.
   EvaluationTotals evaluate(const AtomicSystemView &system, const EvaluationOutputs &outputs);
+
+  // Moves the model to the LibTorch device of a Kokkos execution space (otf::torch_device_for_
+  // kokkos: the CPU for host spaces, cuda:N for Cuda) and returns its name ("cpu", "cuda:0").
+  // Throws std::runtime_error with the mapping's message when LibTorch cannot serve the space.
+  std::string place_on_kokkos_device(const std::string &execution_space, int device_id);
+  std::string device_name() const;
+
+  // Evaluates arrays in the memory of the model's device with no copies (ResidentEvaluator):
+  // `species_of_type` maps atom types to model species (-1: ignored). When `host_uncertainty` is
+  // not null, the centres' energy uncertainties are written there ([num_atoms], on the host).
+  EvaluationTotals evaluate_resident(const ResidentArrays &arrays,
+                                     const std::vector<int> &species_of_type,
+                                     double *host_uncertainty);
 
   // The model itself, for styles that train it (the next evaluation sees updated weights).
   std::shared_ptr<Potential> potential() const;

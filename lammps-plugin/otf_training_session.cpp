@@ -362,12 +362,13 @@ void TrainingSession::add_frame(const FramePart &frame)
 
   if (!s.statistics_ready) {
     const LocalEnvironments env = local_environments(
-        owned_centres(graph), s.potential->num_species(), s.potential->cutoff(),
-        s.potential->dtype());
+        owned_centres(graph).to(s.potential->device()), s.potential->num_species(),
+        s.potential->cutoff(), s.potential->dtype());
     DescriptorMoments moments = s.potential->descriptor_moments(env);
-    moments.count = moments.count.to(torch::kFloat64).contiguous();
-    moments.sum = moments.sum.to(torch::kFloat64).contiguous();
-    moments.sum_sq = moments.sum_sq.to(torch::kFloat64).contiguous();
+    // Reduced over ranks on the host; the normaliser takes them back to the model's device.
+    moments.count = moments.count.to(torch::kFloat64).cpu().contiguous();
+    moments.sum = moments.sum.to(torch::kFloat64).cpu().contiguous();
+    moments.sum_sq = moments.sum_sq.to(torch::kFloat64).cpu().contiguous();
     s.communicator->all_reduce_sum({moments.count, moments.sum, moments.sum_sq});
     s.potential->accumulate_descriptor_statistics(moments);
     s.stats_counts.push_back(moments.count.clone());
@@ -425,19 +426,20 @@ void TrainingSession::validate()
   // Per frame: energy (this rank's part), virial [9], squared force error, force components.
   double energy_sq = 0.0, stress_sq = 0.0, force_sq_local = 0.0, components_local = 0.0;
   for (const TrainingBatch &frame : frames) {
-    const NeighborGraph graph = neighbor_graph_from_batch(frame);
+    // Frames are stored on the host; the model may be on a GPU (fix otf/train under Kokkos).
+    const NeighborGraph graph = neighbor_graph_from_batch(frame).to(s.potential->device());
     PredictionOptions options;
     options.forces = true;
     options.virial = stress;
     const Prediction prediction = predict(*s.potential, graph, options);
     const torch::Tensor mask = frame.at("force_mask");
-    torch::Tensor forces = prediction.forces.detach().to(torch::kFloat64);
+    torch::Tensor forces = prediction.forces.detach().to(torch::kFloat64).cpu();
     if (frame.contains("force_owner")) forces = fold_forces(forces, frame.at("force_owner"));
     const torch::Tensor difference = (forces - frame.at("forces")).index({mask});
     force_sq_local += difference.pow(2).sum().item<double>();
     components_local += 3.0 * static_cast<double>(difference.size(0));
-    std::vector<torch::Tensor> totals{prediction.energy.detach().to(torch::kFloat64).contiguous()};
-    if (stress) totals.push_back(prediction.virial.detach().to(torch::kFloat64).contiguous());
+    std::vector<torch::Tensor> totals{prediction.energy.detach().to(torch::kFloat64).cpu().contiguous()};
+    if (stress) totals.push_back(prediction.virial.detach().to(torch::kFloat64).cpu().contiguous());
     s.communicator->all_reduce_sum(totals);
     const double atoms = frame.at("atoms_per_frame").item<double>();
     const double energy_error = (totals[0].item<double>() - frame.at("energy").item<double>()) / atoms;
@@ -479,8 +481,8 @@ double TrainingSession::force_uncertainty(const FramePart &frame, double *per_ow
     options.forces = true;
     options.virial = false;
     options.member_forces = true;
-    const Prediction prediction = predict(*s.potential, graph, options);
-    torch::Tensor members = prediction.member_forces.detach().to(torch::kFloat64);
+    const Prediction prediction = predict(*s.potential, graph.to(s.potential->device()), options);
+    torch::Tensor members = prediction.member_forces.detach().to(torch::kFloat64).cpu();
     const torch::Tensor owner = graph_force_owner(frame, kept);
     if (owner.defined()) members = fold_forces(members, owner);
     const torch::Tensor spread =

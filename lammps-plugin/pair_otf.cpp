@@ -34,8 +34,9 @@ using namespace LAMMPS_NS;
 namespace {
 
 const char *const kSyntax =
-    "pair_style otf <model file or spec.json> [precision <value>] [chunk <centres>]";
-const char *const kKeywords = "precision, chunk";
+    "pair_style otf <model file or spec.json> [precision <value>] [chunk <centres>] "
+    "[resident yes|no (otf/kk only)]";
+const char *const kKeywords = "precision, chunk, resident";
 
 std::string joined(const std::vector<std::string> &words)
 {
@@ -92,9 +93,10 @@ void PairOTF::settings(int narg, char **arg)
   const std::string path = arg[0];
   std::string precision = "float32";
   bigint chunk_size = 2048;
+  resident_ = RESIDENT_AUTO;
   for (int iarg = 1; iarg < narg; iarg += 2) {
     const std::string keyword = arg[iarg];
-    if (keyword != "precision" && keyword != "chunk")
+    if (keyword != "precision" && keyword != "chunk" && keyword != "resident")
       error->all(FLERR, "pair_style otf: unknown keyword '{}' (expected one of: {})", keyword,
                  kKeywords);
     if (iarg + 1 >= narg)
@@ -107,6 +109,14 @@ void PairOTF::settings(int narg, char **arg)
       if (chunk_size < 1)
         error->all(FLERR, "pair_style otf: chunk must be at least 1 centre atom (got {})",
                    chunk_size);
+    } else if (keyword == "resident") {
+      if (!kokkos_variant_)
+        error->all(FLERR, "pair_style otf: keyword 'resident' is for the Kokkos variant "
+                          "(pair_style otf/kk, or -sf kk) only");
+      const std::string value = arg[iarg + 1];
+      if (value != "yes" && value != "no")
+        error->all(FLERR, "pair_style otf/kk: resident must be 'yes' or 'no' (got '{}')", value);
+      resident_ = value == "yes" ? RESIDENT_YES : RESIDENT_NO;
     }
   }
 
@@ -316,42 +326,48 @@ void PairOTF::prepare_atoms(const int *type)
 void PairOTF::evaluate_centers(const double *positions, const int *centers, int num_centers,
                                double *forces, double *atom_energy, double *atom_virial)
 {
-  const int nlocal = atom->nlocal;
-  if (num_centers > 0) {
-    otf::AtomicSystemView system;
-    system.num_atoms = nlocal + atom->nghost;
-    system.num_local = nlocal;
-    system.positions = positions;
-    system.species = atom_species_;
-    system.num_centers = num_centers;
-    system.centers = centers;
-    system.neighbor_counts = center_neighbor_counts_.data();
-    system.neighbors = center_neighbors_.data();
-    system.neighbor_index_mask = NEIGHMASK;
+  otf::AtomicSystemView system;
+  system.num_atoms = atom->nlocal + atom->nghost;
+  system.num_local = atom->nlocal;
+  system.positions = positions;
+  system.species = atom_species_;
+  system.num_centers = num_centers;
+  system.centers = centers;
+  system.neighbor_counts = center_neighbor_counts_.data();
+  system.neighbors = center_neighbors_.data();
+  system.neighbor_index_mask = NEIGHMASK;
 
-    otf::EvaluationOutputs outputs;
-    outputs.forces = forces;
-    outputs.atom_energy = atom_energy;
-    outputs.atom_virial = atom_virial;
-    outputs.atom_energy_uncertainty = atom_energy_uncertainty_;
+  otf::EvaluationOutputs outputs;
+  outputs.forces = forces;
+  outputs.atom_energy = atom_energy;
+  outputs.atom_virial = atom_virial;
+  outputs.atom_energy_uncertainty = atom_energy_uncertainty_;
 
+  evaluate_and_tally(num_centers > 0, [&] { return session_->evaluate(system, outputs); });
+}
+
+/* ---------------------------------------------------------------------- */
+
+void PairOTF::evaluate_and_tally(bool has_centers,
+                                 const std::function<otf::EvaluationTotals()> &evaluation)
+{
+  if (has_centers) {
     otf::EvaluationTotals totals;
     std::string failure;
     try {
-      totals = session_->evaluate(system, outputs);
+      totals = evaluation();
     } catch (std::exception &e) {
       failure = e.what();
     }
     if (!failure.empty())
       error->one(FLERR, "pair_style {}: model evaluation failed on step {}: {}", style_label_,
                  update->ntimestep, failure);
-
     if (eflag_global) eng_vdwl += totals.energy;
     if (vflag_global)
       for (int k = 0; k < 6; k++) virial[k] += totals.virial[k];
   }
   last_evaluation_step_ = update->ntimestep;
-  last_evaluation_nlocal_ = nlocal;
+  last_evaluation_nlocal_ = atom->nlocal;
 }
 
 /* ---------------------------------------------------------------------- */

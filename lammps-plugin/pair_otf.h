@@ -11,12 +11,14 @@
 
 #include "pair.h"
 
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
 namespace otf {
 class ModelSession;
+struct EvaluationTotals;
 }
 
 namespace LAMMPS_NS {
@@ -59,6 +61,9 @@ class PairOTF : public Pair {
   // the totals into eng_vdwl and virial. Stops every rank with a LAMMPS error if it fails.
   void evaluate_centers(const double *positions, const int *centers, int num_centers,
                         double *forces, double *atom_energy, double *atom_virial);
+  // Runs one model evaluation when there are centres: a failure stops this rank with a LAMMPS
+  // error naming the step; the totals go into eng_vdwl and virial. Records the evaluated step.
+  void evaluate_and_tally(bool has_centers, const std::function<otf::EvaluationTotals()> &evaluation);
   // Runs `body` on every rank; if it throws on any rank, every rank stops with error->all
   // carrying the message of the lowest rank that failed (no rank is left in a collective).
   template <typename Body> void on_all_ranks_or_error(const std::string &what, Body &&body);
@@ -76,6 +81,10 @@ class PairOTF : public Pair {
   std::vector<const int *> center_neighbors_;
 
   const char *style_label_ = "otf";    // in messages: otf, or otf/kk for the Kokkos variant
+  bool kokkos_variant_ = false;
+  // otf/kk's `resident` keyword: evaluate with tensors over the views where they live (AUTO: on
+  // GPU execution spaces only).
+  enum { RESIDENT_AUTO, RESIDENT_NO, RESIDENT_YES } resident_ = RESIDENT_AUTO;
   bigint last_evaluation_step_ = -1;
   int last_evaluation_nlocal_ = 0;
 };

@@ -1,12 +1,15 @@
 /* ----------------------------------------------------------------------
    OTF-Torch: pair_style otf/kk (doc/pair_otf.md, Kokkos).
 
-   Views of a host execution space (Serial, OpenMP) are host memory in the
-   layouts LAMMPS' plain arrays have (x, f: [n][3] row-major; neighbour rows
-   contiguous), so the model reads and writes them in place: the same
-   evaluation as pair_style otf, no copies. A device execution space (CUDA)
-   needs the model on that device (a CUDA LibTorch); this build refuses it at
-   init with a message (otf::torch_device_for_kokkos).
+   The model lives where the execution space runs (the CPU for Serial and
+   OpenMP, this rank's GPU for Cuda). On a GPU (and on the host with
+   `resident yes`) the views (positions, types, the Kokkos neighbour list,
+   forces, per-atom energies and virials) are wrapped as LibTorch tensors on
+   that device with their own strides and the whole evaluation runs there
+   (otf::ResidentEvaluator): nothing is copied to the host but the totals and
+   the per-atom energy uncertainty. On host spaces the default is pair_style
+   otf's host evaluator reading and writing the views in place, which is
+   faster on CPUs.
 ------------------------------------------------------------------------- */
 
 #include "pair_otf_kokkos.h"
@@ -25,9 +28,9 @@
 #include "neighbor.h"
 #include "update.h"
 
-#include "kokkos_device.h"
 
 #include <exception>
+#include <string>
 #include <type_traits>
 
 using namespace LAMMPS_NS;
@@ -35,7 +38,7 @@ using namespace LAMMPS_NS;
 namespace {
 
 // True when DeviceType's memory can be read from the host and its views have the plain arrays'
-// layouts: then the model evaluates the views in place.
+// layouts: then pair_style otf's host evaluation can read and write them in place.
 template <class DeviceType> constexpr bool views_are_host_arrays()
 {
   using Memory = typename DeviceType::memory_space;
@@ -46,6 +49,7 @@ template <class DeviceType> constexpr bool views_are_host_arrays()
 }
 
 }    // namespace
+
 
 /* ---------------------------------------------------------------------- */
 
@@ -62,6 +66,7 @@ PairOTFKokkos<DeviceType>::PairOTFKokkos(LAMMPS *lmp) : PairOTF(lmp)
   datamask_read = X_MASK | F_MASK | TYPE_MASK | ENERGY_MASK | VIRIAL_MASK;
   datamask_modify = F_MASK | ENERGY_MASK | VIRIAL_MASK;
   style_label_ = "otf/kk";
+  kokkos_variant_ = true;
 }
 
 /* ---------------------------------------------------------------------- */
@@ -79,18 +84,27 @@ template <class DeviceType> PairOTFKokkos<DeviceType>::~PairOTFKokkos()
 
 template <class DeviceType> void PairOTFKokkos<DeviceType>::init_style()
 {
-  if (!views_are_host_arrays<DeviceType>()) {
-    // The only way here is a device build (CUDA): say what it needs rather than misread memory.
-    std::string message;
-    try {
-      otf::torch_device_for_kokkos(kokkos_execution_space_name(false), kokkos_device_id(lmp, false));
-      message = "its model evaluation on the Kokkos device is not implemented in this version; "
-                "run with the host variant (pair_style otf/kk/host, or suffix kk/host)";
-    } catch (std::exception &e) {
-      message = e.what();
-    }
-    error->all(FLERR, "pair_style otf/kk: {}", message);
+  // The model goes where this style's execution space runs: the CPU for host spaces, the GPU of
+  // this rank for Cuda (a LibTorch without CUDA is a clear error here, not a misread pointer).
+  const bool on_host = std::is_same<DeviceType, LMPHostType>::value;
+  std::string placement_error;
+  try {
+    const std::string device =
+        session_->place_on_kokkos_device(kokkos_execution_space_name(on_host),
+                                         kokkos_device_id(lmp, on_host));
+    if (comm->me == 0 && device != "cpu")
+      utils::logmesg(lmp, "pair_style otf/kk: model on {}\n", device);
+  } catch (std::exception &e) {
+    placement_error = e.what();
   }
+  if (!placement_error.empty()) error->all(FLERR, "pair_style otf/kk: {}", placement_error);
+  // Host views are evaluated in place by pair_style otf's host evaluator (faster on CPUs);
+  // `resident yes` runs the GPU path there instead, `resident no` is impossible on a GPU.
+  if (!views_are_host_arrays<DeviceType>() && resident_ == RESIDENT_NO)
+    error->all(FLERR, "pair_style otf/kk: resident no needs a host execution space; this one "
+                      "({}) keeps its views on the device: use resident yes (the default there) "
+                      "or pair_style otf/kk/host", kokkos_execution_space_name(on_host));
+  resident_evaluation_ = resident_ == RESIDENT_YES || !views_are_host_arrays<DeviceType>();
   if (!force->newton_pair)
     error->all(FLERR, "pair_style otf/kk requires newton_pair on (the plain otf style handles "
                       "newton off)");
@@ -130,44 +144,19 @@ template <class DeviceType> void PairOTFKokkos<DeviceType>::compute(int eflag_in
   grow_per_atom_views();
 
   atomKK->sync(execution_space, datamask_read);
-  auto x = atomKK->k_x.template view<DeviceType>();
-  auto f = atomKK->k_f.template view<DeviceType>();
-  auto type = atomKK->k_type.template view<DeviceType>();
-  const int nall = atom->nlocal + atom->nghost;
-
-  double *atom_energy = nullptr;
-  double *atom_virial = nullptr;
   if (eflag_atom) {
     k_eatom.template sync<DeviceType>();
-    auto d_eatom = k_eatom.template view<DeviceType>();
-    for (int i = 0; i < nall; i++) d_eatom(i) = 0.0;
-    atom_energy = d_eatom.data();
+    Kokkos::deep_copy(k_eatom.template view<DeviceType>(), 0.0);
   }
   if (vflag_atom) {
     k_vatom.template sync<DeviceType>();
-    auto d_vatom = k_vatom.template view<DeviceType>();
-    for (int i = 0; i < nall; i++)
-      for (int k = 0; k < 6; k++) d_vatom(i, k) = 0.0;
-    atom_virial = d_vatom.data();
+    Kokkos::deep_copy(k_vatom.template view<DeviceType>(), 0.0);
   }
 
-  prepare_atoms(type.data());
-
-  // The Kokkos list: ilist, numneigh by list entry, neighbour rows [inum][maxneighs] row-major.
-  auto *k_list = static_cast<NeighListKokkos<DeviceType> *>(list);
-  auto d_ilist = k_list->d_ilist;
-  auto d_numneigh = k_list->d_numneigh;
-  auto d_neighbors = k_list->d_neighbors;
-  const int inum = list->inum;
-  center_neighbor_counts_.resize(inum);
-  center_neighbors_.resize(inum);
-  const bool has_rows = d_neighbors.extent(1) > 0;
-  for (int ii = 0; ii < inum; ii++) {
-    const int i = d_ilist(ii);
-    center_neighbor_counts_[ii] = d_numneigh(i);
-    center_neighbors_[ii] = has_rows ? &d_neighbors(i, 0) : nullptr;
-  }
-  evaluate_centers(x.data(), d_ilist.data(), inum, f.data(), atom_energy, atom_virial);
+  if (resident_evaluation_)
+    compute_resident();
+  else
+    compute_in_host_views();
 
   atomKK->modified(execution_space, F_MASK);
   if (eflag_atom) {
@@ -178,6 +167,95 @@ template <class DeviceType> void PairOTFKokkos<DeviceType>::compute(int eflag_in
     k_vatom.template modify<DeviceType>();
     k_vatom.template sync<LMPHostType>();
   }
+}
+
+/* ----------------------------------------------------------------------
+   Host spaces: the views are host memory in the plain arrays' layouts, so
+   pair_style otf's evaluation reads and writes them in place.
+------------------------------------------------------------------------- */
+
+template <class DeviceType> void PairOTFKokkos<DeviceType>::compute_in_host_views()
+{
+  if constexpr (views_are_host_arrays<DeviceType>()) {
+    auto x = atomKK->k_x.template view<DeviceType>();
+    auto f = atomKK->k_f.template view<DeviceType>();
+    auto type = atomKK->k_type.template view<DeviceType>();
+    prepare_atoms(type.data());
+
+    // The Kokkos list: ilist, numneigh by atom, neighbour rows [atom][maxneighs] row-major.
+    auto *k_list = static_cast<NeighListKokkos<DeviceType> *>(list);
+    auto d_ilist = k_list->d_ilist;
+    auto d_numneigh = k_list->d_numneigh;
+    auto d_neighbors = k_list->d_neighbors;
+    const int inum = list->inum;
+    center_neighbor_counts_.resize(inum);
+    center_neighbors_.resize(inum);
+    const bool has_rows = d_neighbors.extent(1) > 0;
+    for (int ii = 0; ii < inum; ii++) {
+      const int i = d_ilist(ii);
+      center_neighbor_counts_[ii] = d_numneigh(i);
+      center_neighbors_[ii] = has_rows ? &d_neighbors(i, 0) : nullptr;
+    }
+    evaluate_centers(x.data(), d_ilist.data(), inum, f.data(),
+                     eflag_atom ? k_eatom.template view<DeviceType>().data() : nullptr,
+                     vflag_atom ? k_vatom.template view<DeviceType>().data() : nullptr);
+  } else {
+    error->all(FLERR, "pair_style otf/kk: internal error: host evaluation on device views");
+  }
+}
+
+/* ----------------------------------------------------------------------
+   Any space (the only way on a GPU): the views, with their own strides,
+   become LibTorch tensors on the model's device and the whole evaluation
+   runs there (otf::ResidentEvaluator); only the totals and the per-atom
+   energy uncertainty come back to the host.
+------------------------------------------------------------------------- */
+
+template <class DeviceType> void PairOTFKokkos<DeviceType>::compute_resident()
+{
+  grow_atom_arrays();
+  auto x = atomKK->k_x.template view<DeviceType>();
+  auto f = atomKK->k_f.template view<DeviceType>();
+  auto type = atomKK->k_type.template view<DeviceType>();
+  const int nlocal = atom->nlocal;
+  const int nall = nlocal + atom->nghost;
+
+  otf::ResidentArrays arrays;
+  arrays.num_atoms = nall;
+  arrays.positions = otf::borrowed_matrix(x.data(), nall, 3, x.stride_0(), x.stride_1());
+  arrays.types = otf::borrowed_vector(type.data(), nall, type.stride_0());
+  arrays.forces = otf::borrowed_matrix(f.data(), nall, 3, f.stride_0(), f.stride_1());
+  if (eflag_atom) {
+    auto d_eatom = k_eatom.template view<DeviceType>();
+    arrays.atom_energy = otf::borrowed_vector(d_eatom.data(), nall, d_eatom.stride_0());
+  }
+  if (vflag_atom) {
+    auto d_vatom = k_vatom.template view<DeviceType>();
+    arrays.atom_virial =
+        otf::borrowed_matrix(d_vatom.data(), nall, 6, d_vatom.stride_0(), d_vatom.stride_1());
+  }
+
+  // The Kokkos list as it is: ilist, numneigh and neighbour rows by atom index, in the layout of
+  // this execution space (rows contiguous on the host, columns contiguous on a GPU).
+  auto *k_list = static_cast<NeighListKokkos<DeviceType> *>(list);
+  auto d_ilist = k_list->d_ilist;
+  auto d_numneigh = k_list->d_numneigh;
+  auto d_neighbors = k_list->d_neighbors;
+  const int inum = list->inum;
+  arrays.centers = otf::borrowed_vector(d_ilist.data(), inum, d_ilist.stride_0());
+  arrays.neighbor_counts =
+      otf::borrowed_vector(d_numneigh.data(), d_numneigh.extent(0), d_numneigh.stride_0());
+  arrays.neighbors = otf::borrowed_matrix(d_neighbors.data(), d_neighbors.extent(0),
+                                          d_neighbors.extent(1), d_neighbors.stride_0(),
+                                          d_neighbors.stride_1());
+  arrays.neighbor_index_mask = NEIGHMASK;
+
+  // LibTorch reads the views after every Kokkos kernel and copy that wrote them has finished.
+  Kokkos::fence();
+  for (int i = 0; i < nall; i++) atom_energy_uncertainty_[i] = 0.0;
+  evaluate_and_tally(inum > 0, [&] {
+    return session_->evaluate_resident(arrays, type_species_, atom_energy_uncertainty_);
+  });
 }
 
 /* ---------------------------------------------------------------------- */

@@ -34,6 +34,10 @@ template <class DeviceType> class PairOTFKokkos : public PairOTF {
  private:
   // Per-atom energy and virial: grown when atoms outgrow them, never reallocated otherwise.
   void grow_per_atom_views();
+  void compute_in_host_views();
+  void compute_resident();
+
+  bool resident_evaluation_ = false;
 
   DAT::tdual_efloat_1d k_eatom;
   DAT::tdual_virial_array k_vatom;

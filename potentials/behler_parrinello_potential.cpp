@@ -99,7 +99,8 @@ torch::Tensor BehlerParrinelloPotential::member_network_energies(const LocalEnvi
   const int64_t row_dim = standardised.dim() - 2;
   if (num_species() == 1) return networks_->forward(0, standardised);
   torch::Tensor energies =
-      torch::zeros({committee_size(), env.num_centers()}, torch::kFloat64);
+      torch::zeros({committee_size(), env.num_centers()},
+                   torch::TensorOptions().dtype(torch::kFloat64).device(standardised.device()));
   for (int64_t s = 0; s < num_species(); ++s) {
     const torch::Tensor rows = (env.center_species == s).nonzero().squeeze(1);
     if (rows.numel() == 0) continue;

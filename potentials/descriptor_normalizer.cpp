@@ -34,7 +34,7 @@ DescriptorMoments DescriptorNormalizer::moments(const torch::Tensor& features,
   const torch::Tensor wide = features.detach().to(torch::kFloat64);
   DescriptorMoments moments;
   moments.count = torch::zeros_like(count_).index_add(
-      0, species, torch::ones({species.size(0)}, torch::kFloat64));
+      0, species, torch::ones_like(species, torch::kFloat64));
   moments.sum = torch::zeros_like(sum_).index_add(0, species, wide);
   moments.sum_sq = torch::zeros_like(sum_sq_).index_add(0, species, wide * wide);
   return moments;
@@ -47,9 +47,9 @@ void DescriptorNormalizer::accumulate(const DescriptorMoments& moments) {
     throw std::invalid_argument("descriptor statistics: moments of the wrong shape");
   }
   torch::NoGradGuard no_grad;
-  count_.add_(moments.count.to(torch::kFloat64));
-  sum_.add_(moments.sum.to(torch::kFloat64));
-  sum_sq_.add_(moments.sum_sq.to(torch::kFloat64));
+  count_.add_(moments.count.to(count_.options()));
+  sum_.add_(moments.sum.to(sum_.options()));
+  sum_sq_.add_(moments.sum_sq.to(sum_sq_.options()));
   update_mean_and_scale();
 }
 

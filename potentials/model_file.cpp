@@ -95,7 +95,8 @@ std::string save_model_to_bytes(const Potential& potential) {
   for (const auto& [name, tensor] : tensors) {
     if (!seen.insert(name).second)
       throw std::logic_error("save_model: a parameter and a buffer are both named '" + name + "'");
-    archive.write(name, tensor.detach());
+    // Host copies: a model trained on a GPU makes a file any machine loads.
+    archive.write(name, tensor.detach().cpu());
     names.push_back(name);
   }
   std::ostringstream payload_stream;
@@ -195,7 +196,7 @@ std::shared_ptr<Potential> load_model_from_bytes(const std::string& bytes) {
 
   torch::serialize::InputArchive archive;
   try {
-    archive.load_from(payload_data, payload_size);
+    archive.load_from(payload_data, payload_size, torch::Device(torch::kCPU));
   } catch (const c10::Error& error) {
     throw std::runtime_error(std::string("corrupt: the weights cannot be read: ") +
                              error.what_without_backtrace());

@@ -38,6 +38,15 @@ NeighborGraph NeighborGraph::concatenate(const std::vector<NeighborGraph>& graph
   return out;
 }
 
+NeighborGraph NeighborGraph::to(const torch::Device& device) const {
+  NeighborGraph out = *this;
+  for (torch::Tensor* tensor : {&out.positions, &out.species, &out.centers, &out.neighbor_index,
+                                &out.center_frame, &out.center_energy_mask}) {
+    if (tensor->defined()) *tensor = tensor->to(device);
+  }
+  return out;
+}
+
 NeighborGraph neighbor_graph_from_view(const AtomicSystemView& system, double cutoff) {
   const double cutoff_sq = cutoff * cutoff;
   const double* x = system.positions;
@@ -107,7 +116,8 @@ LocalEnvironments local_environments(const NeighborGraph& graph, int64_t num_spe
   const torch::Tensor vectors =
       positions.index_select(0, safe).reshape({centers, width, 3}) - center_positions.unsqueeze(1);
   const torch::Tensor padding =
-      torch::tensor({padding_distance(cutoff), 0.0, 0.0}, torch::TensorOptions().dtype(dtype));
+      torch::tensor({padding_distance(cutoff), 0.0, 0.0}, torch::TensorOptions().dtype(dtype))
+          .to(positions.device());
   LocalEnvironments env;
   // where() passes no gradient to the padded rows: the positions gathered there do not count.
   env.pair_vectors = torch::where(valid.unsqueeze(-1), vectors, padding.expand_as(vectors));
@@ -135,7 +145,7 @@ Prediction predict(Potential& potential, const NeighborGraph& graph, const Predi
   const bool masked = graph.center_energy_mask.defined();
   const torch::Tensor counted = masked ? out.member_atomic_energies * graph.center_energy_mask.to(torch::kFloat64)
                                        : out.member_atomic_energies;
-  out.member_energy = torch::zeros({members, graph.num_frames}, torch::kFloat64)
+  out.member_energy = torch::zeros({members, graph.num_frames}, out.member_atomic_energies.options())
                           .index_add(1, graph.center_frame, counted);
   out.energy = out.member_energy.mean(0);
   if (!derivatives) return out;

@@ -27,6 +27,8 @@ struct NeighborGraph {
 
   // Concatenates graphs (indices shifted, frames renumbered in order).
   static NeighborGraph concatenate(const std::vector<NeighborGraph>& graphs);
+  // The graph with every tensor on `device` (the model's; no copy when already there).
+  NeighborGraph to(const torch::Device& device) const;
 };
 
 // The graph of a view: its atoms, its centres (ignored species dropped) and their neighbours within

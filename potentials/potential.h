@@ -36,6 +36,8 @@ class Potential : public torch::nn::Module {
   int64_t committee_size() const { return spec_.committee_size; }
   // Dtype of the parameters (float32 or float64); inputs are cast to it.
   torch::ScalarType dtype() const;
+  // Where the parameters and buffers live (the CPU, or the GPU a training moved them to).
+  torch::Device device() const { return energy_shifts_.device(); }
 
   // Per-atom energies of every committee member, [members, centres], float64 (the per-element
   // shift is added in float64 so that total energies never lose digits: amp.md pitfall 1). Twice

@@ -188,11 +188,13 @@ EvaluationTotals PotentialEvaluator::evaluate_chunk(const AtomicSystemView& syst
   const int64_t centers = chunk_centers_, width = chunk_max_neighbors_;
   void* vector_data = single ? static_cast<void*>(pair_vectors_float_.data())
                              : static_cast<void*>(pair_vectors_double_.data());
+  // Host arrays; a model on a GPU (moved there by a training) gets copies of them.
+  const torch::Device device = potential_->device();
   LocalEnvironments env;
   env.pair_vectors = torch::from_blob(vector_data, {centers, width, 3},
-                                      single ? torch::kFloat32 : torch::kFloat64);
-  env.neighbor_species = torch::from_blob(neighbor_species_.data(), {centers, width}, torch::kInt64);
-  env.center_species = torch::from_blob(center_species_.data(), {centers}, torch::kInt64);
+                                      single ? torch::kFloat32 : torch::kFloat64).to(device);
+  env.neighbor_species = torch::from_blob(neighbor_species_.data(), {centers, width}, torch::kInt64).to(device);
+  env.center_species = torch::from_blob(center_species_.data(), {centers}, torch::kInt64).to(device);
   env.first_derivatives_only = true;  // forces and virials only
 
   torch::AutoGradMode grad_mode(true);
@@ -202,13 +204,13 @@ EvaluationTotals PotentialEvaluator::evaluate_chunk(const AtomicSystemView& syst
     // Forward (descriptor, networks) in the run's precision; the backward below runs outside
     // the region, as PyTorch prescribes (amp.md 2.1).
     std::optional<AutocastRegion> region;
-    if (options_.precision != Precision::Float32) region.emplace(c10::Device(c10::kCPU), options_.precision);
+    if (options_.precision != Precision::Float32) region.emplace(device, options_.precision);
     member_energies = potential_->member_atomic_energies(env);  // [H, C] float64
   }
   const int64_t members = member_energies.size(0);
-  const torch::Tensor atomic = member_energies.mean(0).detach();
+  const torch::Tensor atomic = member_energies.mean(0).detach().cpu();
   const bool want_uncertainty = outputs.atom_energy_uncertainty != nullptr;
-  const torch::Tensor spread = member_energies.detach().std(0, /*unbiased=*/false);
+  const torch::Tensor spread = member_energies.detach().std(0, /*unbiased=*/false).cpu();
 
   const auto* energy = atomic.data_ptr<double>();
   const auto* deviation = spread.data_ptr<double>();
@@ -223,7 +225,7 @@ EvaluationTotals PotentialEvaluator::evaluate_chunk(const AtomicSystemView& syst
 
   auto scatter = [&](const torch::Tensor& gradient, double scale, double* forces, double* atom_virial,
                      std::array<double, 6>* virial) {
-    const torch::Tensor g = gradient.contiguous();
+    const torch::Tensor g = gradient.cpu().contiguous();
     if (single) {
       scatter_pair_gradients(g.data_ptr<float>(), pair_vectors_float_.data(), center_atom_, neighbor_atom_,
                              neighbor_counts_, chunk_max_neighbors_, scale, forces, atom_virial, virial);

@@ -78,18 +78,19 @@ torch::Tensor ThreeBodyDescriptor::operator()(const LocalEnvironments& env) cons
   const int64_t centers = env.pair_vectors.size(0);
   // [C, S x radial, monomials]
   const torch::Tensor moments =
-      env.first_derivatives_only
+      // The fused kernel is host code: tensors on a GPU take the differentiable composition.
+      env.first_derivatives_only && env.pair_vectors.device().is_cpu()
           ? pair_moments_first_order(env.pair_vectors, env.neighbor_species, moments_shape_)
           : pair_moments(env.pair_vectors, env.neighbor_species, moments_shape_);
   std::vector<torch::Tensor> features = {moments.select(-1, 0)};
   if (moments_shape_.max_degree > 0) {
-    const torch::Tensor angular = moments.index_select(1, angular_channels_);  // [C, A, monomials]
+    const torch::Tensor angular = moments.index_select(1, angular_channels_.to(moments.device()));  // [C, A, monomials]
     const int64_t count = angular.size(1);
     for (int64_t degree = 1; degree <= moments_shape_.max_degree; ++degree) {
       const torch::Tensor block =
           angular.narrow(-1, first_monomial_of_degree(degree), monomials_of_degree(degree));
       const torch::Tensor gram = torch::bmm(block, block.transpose(1, 2));  // [C, A, A]
-      features.push_back(gram.reshape({centers, count * count}).index_select(1, pair_rows_));
+      features.push_back(gram.reshape({centers, count * count}).index_select(1, pair_rows_.to(gram.device())));
     }
   }
   return torch::cat(features, -1);

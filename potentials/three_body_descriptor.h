@@ -54,6 +54,8 @@ class ThreeBodyDescriptor {
   ThreeBodyDescriptorOptions options_;
   PairMomentsShape moments_shape_;
   int64_t num_features_ = 0;
+  // Host index tensors, not buffers (model files keep their keys); copied to the features'
+  // device where they are used (a no-op on the CPU).
   torch::Tensor angular_channels_;     // [angular channels] indices into species x radial
   torch::Tensor pair_rows_;  // flat indices of the upper triangle of angular channel pairs
 };

@@ -18,7 +18,7 @@ class Communicator {
   virtual int rank() const = 0;
   virtual int size() const = 0;
   // Element-wise sum over ranks, in place, with a result that is bitwise identical on every rank
-  // (so replicas stay identical). Tensors: contiguous CPU float32/float64/bfloat16/int tensors.
+  // (so replicas stay identical). Tensors: float32/float64/bfloat16/int tensors (MpiCommunicator: CPU or CUDA).
   virtual void all_reduce_sum(const std::vector<torch::Tensor>& tensors) = 0;
   // Element-wise maximum over ranks, in place.
   virtual void all_reduce_max(const std::vector<torch::Tensor>& tensors) = 0;

@@ -81,9 +81,9 @@ std::string tensor_problem(const torch::Tensor& tensor, size_t index, bool needs
     problem << " is undefined";
   } else if (tensor.layout() != torch::kStrided) {
     problem << " has layout " << tensor.layout() << "; only dense (strided) tensors are supported";
-  } else if (!tensor.device().is_cpu()) {
+  } else if (!tensor.device().is_cpu() && !tensor.device().is_cuda()) {
     problem << " is on device " << tensor.device()
-            << "; this build reduces CPU tensors only (copy it with .cpu() first)";
+            << "; the communicator stages CPU and CUDA tensors through host memory only";
   } else if (needs_reducible_dtype && !reduction_buffer_dtype(tensor.scalar_type())) {
     problem << " has dtype " << dtype_name(tensor.scalar_type())
             << "; supported: Float, Double, BFloat16, Half, Int, Long";

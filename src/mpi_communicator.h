@@ -18,9 +18,10 @@ namespace otf {
 // inputs are compared in one small collective before any data moves), so a bad call fails loudly
 // instead of corrupting data or hanging.
 //
-// Tensors: strided CPU tensors; non-contiguous ones are handled by copying (one pack copy and
-// one unpack copy per call, which every tensor gets anyway). Non-CPU and sparse tensors are
-// rejected: this build stages through host memory, and a GPU build should reduce on the device.
+// Tensors: strided CPU or CUDA tensors, staged through one host buffer per call (one pack copy
+// and one unpack copy, which also handle non-contiguous tensors and, for CUDA tensors, the
+// transfers). Other devices (meta, ...) and sparse tensors are rejected. Reducing on the GPU
+// (NCCL, CUDA-aware MPI) would avoid the host round trip; gradients of these models are small.
 //
 // all_reduce_sum and all_reduce_max accept float32, float64, bfloat16, float16, int32 and int64.
 // bfloat16 and float16 tensors are packed into the float32 buffer: summed in float32 and rounded

@@ -1,9 +1,12 @@
 """pair_style otf/kk under -k on -sf kk (Kokkos Serial here) gives the plain style's numbers: total
 energy, pressure tensor, per-atom energy and virial sums and every force, at step 0 and after 20
-MD steps, relative 1e-12 with a float64 model, serial and on 2 ranks; the kk/host variant too.
+MD steps, relative 1e-12 with a float64 model, serial and on 2 ranks; the kk/host variant too,
+and `resident yes`: the tensor path a GPU run takes (views wrapped as tensors, the evaluation as
+tensor operations), here on the host.
 fix otf/train with the model under Kokkos has the plain run's training-loss history and
 validation force RMSE in float32, bfloat16 and float16 (relative 1e-6), and logs its device.
-otf/kk without Kokkos enabled, and with newton_pair off, are clean errors.
+otf/kk without Kokkos enabled, with newton_pair off, `resident` on the plain style and a bad
+`resident` value are clean errors.
 """
 from lammps_harness import expect, main, run_lammps
 from pair_otf_common import (ARGON_LJ_REFERENCE, argon_script, read_dump, relative_error,
@@ -13,7 +16,7 @@ COLUMNS = ["PotEng", "Press", "Pxx", "Pyy", "Pzz", "Pxy", "Pxz", "Pyz", "c_spe",
            "c_ssa[2]", "c_ssa[3]", "c_ssa[4]", "c_ssa[5]", "c_ssa[6]"]
 
 
-def crystal(ctx, spec, dump, newton="on"):
+def crystal(ctx, spec, dump, newton="on", options=""):
     return f"""plugin load {ctx.plugin}
 newton {newton}
 units metal
@@ -25,7 +28,7 @@ create_atoms 1 box
 mass 1 28.0855
 displace_atoms all random 0.1 0.1 0.1 4 units box
 velocity all create 1000 7 loop geom
-pair_style otf {spec}
+pair_style otf {spec}{options}
 pair_coeff * * Si
 compute pe all pe/atom
 compute sa all stress/atom NULL
@@ -46,8 +49,11 @@ def test(ctx):
     spec = write_spec(ctx, "si64.json", elements=("Si",), dtype="float64", committee_size=2)
     plain = run_lammps(ctx, crystal(ctx, spec, "plain.dump"), name="in.plain")
     plain_atoms, _ = read_dump(ctx.workdir / "plain.dump")
-    for label, args in (("kk", ["-k", "on", "-sf", "kk"]), ("kk-host", ["-k", "on", "-sf", "kk/host"])):
-        run = run_lammps(ctx, crystal(ctx, spec, f"{label}.dump"), args=args, name=f"in.{label}")
+    kokkos = ["-k", "on", "-sf", "kk"]
+    for label, args, options in (("kk", kokkos, ""), ("kk-host", ["-k", "on", "-sf", "kk/host"], ""),
+                                 ("kk-resident", kokkos, " resident yes")):
+        run = run_lammps(ctx, crystal(ctx, spec, f"{label}.dump", options=options), args=args,
+                         name=f"in.{label}")
         expect("pair otf/kk" in run.stdout + run.log, f"{label}: pair_style otf/kk was not used")
         worst = 0.0
         for row_plain, row_kk in zip(plain.thermo[-1], run.thermo[-1]):
@@ -89,7 +95,16 @@ def test(ctx):
                             args=["-k", "on", "-sf", "kk"], name="in.newton-off", check=False)
     expect(newton_off.returncode != 0 and "requires newton_pair on" in
            newton_off.stdout + newton_off.log, "otf/kk with newton off is not a clean error")
-    print("otf/kk without -k on, and with newton off: clean errors")
+    plain_resident = run_lammps(ctx, crystal(ctx, spec, "z.dump", options=" resident yes"),
+                                name="in.plain-resident", check=False)
+    expect(plain_resident.returncode != 0 and "'resident' is for the Kokkos variant" in
+           plain_resident.stdout + plain_resident.log, "resident on plain otf is not a clean error")
+    bad_value = run_lammps(ctx, crystal(ctx, spec, "w.dump", options=" resident maybe"),
+                           args=kokkos, name="in.bad-resident", check=False)
+    expect(bad_value.returncode != 0 and "resident must be 'yes' or 'no' (got 'maybe')" in
+           bad_value.stdout + bad_value.log, "a bad resident value is not a clean error")
+    print("otf/kk without -k on, with newton off, resident on plain otf, resident maybe: clean "
+          "errors")
 
 
 if __name__ == "__main__":

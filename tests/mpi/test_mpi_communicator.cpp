@@ -283,7 +283,7 @@ TEST(MpiCommunicator, AnInvalidTensorOnOneRankMakesEveryRankThrowAndNothingMove)
       world().rank() == last ? torch::zeros({2}, torch::kBool) : torch::zeros({2}, torch::kFloat);
   EXPECT_THROW(world().all_reduce_sum({good, bad}), std::invalid_argument);
   EXPECT_TRUE(torch::equal(good, torch::full({3}, 2.0)));
-  // Non-CPU and sparse tensors, on every rank.
+  // Tensors on a device it cannot stage (meta) and sparse tensors, on every rank.
   EXPECT_THROW(world().all_reduce_sum({torch::empty({2}, torch::kMeta)}), std::invalid_argument);
   EXPECT_THROW(world().all_reduce_max({torch::eye(2).to_sparse()}), std::invalid_argument);
   EXPECT_THROW(world().broadcast({torch::Tensor()}, 0), std::invalid_argument);
