@@ -87,13 +87,10 @@ template <class DeviceType> void PairOTFKokkos<DeviceType>::init_style()
   // The model goes where this style's execution space runs: the CPU for host spaces, the GPU of
   // this rank for Cuda (a LibTorch without CUDA is a clear error here, not a misread pointer).
   const bool on_host = std::is_same<DeviceType, LMPHostType>::value;
-  std::string placement_error;
+  std::string device, placement_error;
   try {
-    const std::string device =
-        session_->place_on_kokkos_device(kokkos_execution_space_name(on_host),
-                                         kokkos_device_id(lmp, on_host));
-    if (comm->me == 0 && device != "cpu")
-      utils::logmesg(lmp, "pair_style otf/kk: model on {}\n", device);
+    device = session_->place_on_kokkos_device(kokkos_execution_space_name(on_host),
+                                              kokkos_device_id(lmp, on_host));
   } catch (std::exception &e) {
     placement_error = e.what();
   }
@@ -105,6 +102,10 @@ template <class DeviceType> void PairOTFKokkos<DeviceType>::init_style()
                       "({}) keeps its views on the device: use resident yes (the default there) "
                       "or pair_style otf/kk/host", kokkos_execution_space_name(on_host));
   resident_evaluation_ = resident_ == RESIDENT_YES || !views_are_host_arrays<DeviceType>();
+  if (comm->me == 0)
+    utils::logmesg(lmp, "pair_style otf/kk: Kokkos {} space, model on {}, {} evaluation\n",
+                   kokkos_execution_space_name(on_host), device,
+                   resident_evaluation_ ? "resident (tensor)" : "host (in place)");
   if (!force->newton_pair)
     error->all(FLERR, "pair_style otf/kk requires newton_pair on (the plain otf style handles "
                       "newton off)");

@@ -11,17 +11,21 @@
 
 namespace otf {
 
-PotentialEvaluator::PotentialEvaluator(std::shared_ptr<Potential> potential, EvaluatorOptions options)
-    : potential_(std::move(potential)), options_(options) {
-  if (!potential_) throw std::invalid_argument("PotentialEvaluator: no potential");
-  if (options_.chunk_size < 1) {
+void check_evaluator_options(const Potential* potential, const EvaluatorOptions& options) {
+  if (potential == nullptr) throw std::invalid_argument("PotentialEvaluator: no potential");
+  if (options.chunk_size < 1) {
     throw std::invalid_argument("PotentialEvaluator: chunk size must be >= 1, got " +
-                                std::to_string(options_.chunk_size));
+                                std::to_string(options.chunk_size));
   }
-  if (potential_->dtype() == torch::kFloat64 && options_.precision != Precision::Float32) {
-    throw std::invalid_argument("precision " + to_string(options_.precision) +
+  if (potential->dtype() == torch::kFloat64 && options.precision != Precision::Float32) {
+    throw std::invalid_argument("precision " + to_string(options.precision) +
                                 " needs a float32 model; this model's parameters are float64");
   }
+}
+
+PotentialEvaluator::PotentialEvaluator(std::shared_ptr<Potential> potential, EvaluatorOptions options)
+    : potential_(std::move(potential)), options_(options) {
+  check_evaluator_options(potential_.get(), options_);
 }
 
 std::size_t PotentialEvaluator::workspace_bytes() const {

@@ -22,6 +22,10 @@ struct EvaluatorOptions {
   int64_t chunk_size = 2048;
 };
 
+// Throws std::invalid_argument for a missing potential, a chunk size < 1, or a float64 model with
+// a lower precision (every evaluator's options).
+void check_evaluator_options(const Potential* potential, const EvaluatorOptions& options);
+
 class PotentialEvaluator {
  public:
   // Throws std::invalid_argument for a chunk size < 1, or a float64 model with a lower precision.

@@ -45,8 +45,7 @@ void check_array(const torch::Tensor& tensor, const char* name, const torch::Dev
 
 ResidentEvaluator::ResidentEvaluator(std::shared_ptr<Potential> potential, EvaluatorOptions options)
     : potential_(std::move(potential)), options_(options) {
-  // The same option checks as the host evaluator, with the same messages.
-  PotentialEvaluator checked(potential_, options_);
+  check_evaluator_options(potential_.get(), options_);
 }
 
 EvaluationTotals ResidentEvaluator::evaluate(const ResidentSystem& system,

@@ -55,6 +55,8 @@ def test(ctx):
         run = run_lammps(ctx, crystal(ctx, spec, f"{label}.dump", options=options), args=args,
                          name=f"in.{label}")
         expect("pair otf/kk" in run.stdout + run.log, f"{label}: pair_style otf/kk was not used")
+        path = "resident (tensor)" if options else "host (in place)"
+        expect(f"model on cpu, {path} evaluation" in run.log, f"{label}: not the {path} path")
         worst = 0.0
         for row_plain, row_kk in zip(plain.thermo[-1], run.thermo[-1]):
             worst = max(worst, relative_error([row_kk[c] for c in COLUMNS],
@@ -73,18 +75,28 @@ def test(ctx):
         fix = (f"{ARGON_LJ_REFERENCE} every 2 steps_per_frame 2 batch 2 lr 3e-3 validation 0.3 "
                f"precision {precision}")
         runs = {}
-        for label, args in (("plain", []), ("kk", ["-k", "on", "-sf", "kk"])):
-            runs[label] = run_lammps(ctx, argon_script(ctx, argon, fix=fix, steps=30, thermo=2),
-                                     args=args, name=f"in.train-{precision}-{label}")
-        expect("device cpu" in runs["kk"].log, "fix otf/train does not log its device")
-        loss = relative_error([r["f_t[1]"] for r in runs["kk"].thermo[-1]],
-                              [r["f_t[1]"] for r in runs["plain"].thermo[-1]])
-        rmse = relative_error([r["f_t[3]"] for r in runs["kk"].thermo[-1]],
-                              [r["f_t[3]"] for r in runs["plain"].thermo[-1]])
-        steps = runs["kk"].last("f_t[7]")
-        print(f"training {precision} (np {ctx.np}): loss history under Kokkos differs by "
-              f"{loss:.3g}, validation force RMSE by {rmse:.3g} ({steps:.0f} optimizer steps)")
-        expect(steps > 0 and loss <= 1e-6 and rmse <= 1e-6, f"{precision}: training differs")
+        # The model drives (drive model, the default): the pair style's forces move the atoms.
+        for label, args, options in (("plain", [], ""), ("kk", kokkos, ""),
+                                     ("kk-resident", kokkos, " resident yes")):
+            text = argon_script(ctx, argon, fix=fix, steps=30, thermo=2)
+            text = text.replace(f"pair_style otf {argon}\n", f"pair_style otf {argon}{options}\n")
+            runs[label] = run_lammps(ctx, text, args=args, name=f"in.train-{precision}-{label}")
+        for label in ("kk", "kk-resident"):
+            expect("device cpu" in runs[label].log, "fix otf/train does not log its device")
+            path = "resident (tensor)" if label == "kk-resident" else "host (in place)"
+            expect(f"{path} evaluation" in runs[label].log, f"{label}: not the {path} path")
+            loss = relative_error([r["f_t[1]"] for r in runs[label].thermo[-1]],
+                                  [r["f_t[1]"] for r in runs["plain"].thermo[-1]])
+            rmse = relative_error([r["f_t[3]"] for r in runs[label].thermo[-1]],
+                                  [r["f_t[3]"] for r in runs["plain"].thermo[-1]])
+            energy = relative_error([r["PotEng"] for r in runs[label].thermo[-1]],
+                                    [r["PotEng"] for r in runs["plain"].thermo[-1]])
+            steps = runs[label].last("f_t[7]")
+            print(f"training {precision}, {label} (np {ctx.np}): loss history differs by "
+                  f"{loss:.3g}, validation force RMSE by {rmse:.3g}, the driving model's energy "
+                  f"by {energy:.3g} ({steps:.0f} optimizer steps)")
+            expect(steps > 0 and loss <= 1e-6 and rmse <= 1e-6 and energy <= 1e-6,
+                   f"{precision}, {label}: training differs")
 
     no_kokkos = run_lammps(ctx, crystal(ctx, spec, "x.dump").replace("pair_style otf ",
                                                                      "pair_style otf/kk "),
