@@ -121,11 +121,14 @@ torch::Tensor ResidentEvaluator::evaluate_chunk(const ResidentSystem& system, co
   if (num_centers == 0) return torch::zeros({kTotals}, torch::TensorOptions().dtype(torch::kFloat64).device(device));
   const torch::Tensor center_species = species.index_select(0, centers);
 
-  // The centres' rows of the list; at least one column keeps every shape non-empty.
-  torch::Tensor rows = system.neighbors.index_select(0, centers).to(torch::kInt64);
+  // The centres' rows of the list, cut to the longest of them (Kokkos allocates the matrix
+  // wider); at least one column keeps every shape non-empty.
+  const torch::Tensor counts = system.neighbor_counts.index_select(0, centers).to(torch::kInt64);
+  const int64_t longest = std::min(system.neighbors.size(1), counts.max().item<int64_t>());
+  torch::Tensor rows =
+      system.neighbors.narrow(1, 0, std::max<int64_t>(longest, 0)).index_select(0, centers).to(torch::kInt64);
   if (rows.size(1) == 0) rows = torch::zeros({num_centers, 1}, long_options);
   const int64_t columns = rows.size(1);
-  const torch::Tensor counts = system.neighbor_counts.index_select(0, centers).to(torch::kInt64);
   const torch::Tensor in_list = torch::arange(columns, long_options).unsqueeze(0) < counts.unsqueeze(1);
   torch::Tensor neighbor = rows.bitwise_and(system.neighbor_index_mask);
   const bool bad_index =
@@ -189,26 +192,30 @@ torch::Tensor ResidentEvaluator::evaluate_chunk(const ResidentSystem& system, co
   const torch::Tensor neighbor_rows = kept_atom.reshape({-1});
   if (outputs.forces.defined()) {
     outputs.forces.index_add_(0, centers, pair_gradient.sum(1));
-    outputs.forces.index_add_(0, neighbor_rows, -pair_gradient.reshape({-1, 3}));
+    outputs.forces.index_add_(0, neighbor_rows, pair_gradient.reshape({-1, 3}), /*alpha=*/-1.0);
   }
-  // LAMMPS' pair convention: v = (x_i - x_j) (x) f_i with f_i = +g, from the vectors the model saw.
+  // LAMMPS' pair convention: v = (x_i - x_j) (x) f_i with f_i = +g, from the vectors the model
+  // saw; W[a][b] = -sum r_a g_b, components xx yy zz xy xz yz.
   const torch::Tensor r = env.pair_vectors.detach().to(torch::kFloat64);
   const torch::Tensor g = pair_gradient;
-  auto component = [](const torch::Tensor& t, int64_t a) { return t.select(-1, a); };
-  const torch::Tensor pair_virial =
-      -torch::stack({component(r, 0) * component(g, 0), component(r, 1) * component(g, 1),
-                     component(r, 2) * component(g, 2), component(r, 0) * component(g, 1),
-                     component(r, 0) * component(g, 2), component(r, 1) * component(g, 2)},
-                    -1);  // [C, K, 6]
+  const torch::Tensor total_virial = -torch::einsum("cka,ckb->ab", {r, g});
+  const torch::Tensor virial_components = torch::stack(
+      {total_virial[0][0], total_virial[1][1], total_virial[2][2], total_virial[0][1],
+       total_virial[0][2], total_virial[1][2]});
   if (outputs.atom_virial.defined()) {
-    const torch::Tensor half = 0.5 * pair_virial;
-    outputs.atom_virial.index_add_(0, centers, half.sum(1));
-    outputs.atom_virial.index_add_(0, neighbor_rows, half.reshape({-1, 6}));
+    auto component = [](const torch::Tensor& t, int64_t a) { return t.select(-1, a); };
+    const torch::Tensor half_pair_virial =
+        -0.5 * torch::stack({component(r, 0) * component(g, 0), component(r, 1) * component(g, 1),
+                             component(r, 2) * component(g, 2), component(r, 0) * component(g, 1),
+                             component(r, 0) * component(g, 2), component(r, 1) * component(g, 2)},
+                            -1);  // [C, K, 6]
+    outputs.atom_virial.index_add_(0, centers, half_pair_virial.sum(1));
+    outputs.atom_virial.index_add_(0, neighbor_rows, half_pair_virial.reshape({-1, 6}));
   }
   if (outputs.atom_energy.defined()) outputs.atom_energy.index_add_(0, centers, atomic);
   if (outputs.atom_energy_uncertainty.defined()) outputs.atom_energy_uncertainty.index_add_(0, centers, spread);
 
-  return torch::cat({atomic.sum().reshape({1}), pair_virial.sum(std::vector<int64_t>{0, 1}), spread.max().reshape({1}),
+  return torch::cat({atomic.sum().reshape({1}), virial_components, spread.max().reshape({1}),
                      kept.sum().to(torch::kFloat64).reshape({1})});
 }
 
