@@ -360,7 +360,7 @@ void PairOTF::evaluate_and_tally(bool has_centers,
       failure = e.what();
     }
     if (!failure.empty())
-      error->one(FLERR, "pair_style {}: model evaluation failed on step {}: {}", style_label_,
+      error->one(FLERR, "pair_style {}: model evaluation failed on step {}: {}", style_label(),
                  update->ntimestep, failure);
     if (eflag_global) eng_vdwl += totals.energy;
     if (vflag_global)

@@ -80,8 +80,9 @@ class PairOTF : public Pair {
   std::vector<int> center_neighbor_counts_;
   std::vector<const int *> center_neighbors_;
 
-  const char *style_label_ = "otf";    // in messages: otf, or otf/kk for the Kokkos variant
-  bool kokkos_variant_ = false;
+  bool kokkos_variant_ = false;    // set by PairOTFKokkos
+  // The style's name in messages: otf, or otf/kk for the Kokkos variant.
+  const char *style_label() const { return kokkos_variant_ ? "otf/kk" : "otf"; }
   // otf/kk's `resident` keyword: evaluate with tensors over the views where they live (AUTO: on
   // GPU execution spaces only).
   enum { RESIDENT_AUTO, RESIDENT_NO, RESIDENT_YES } resident_ = RESIDENT_AUTO;

@@ -65,7 +65,6 @@ PairOTFKokkos<DeviceType>::PairOTFKokkos(LAMMPS *lmp) : PairOTF(lmp)
   execution_space = ExecutionSpaceFromDevice<DeviceType>::space;
   datamask_read = X_MASK | F_MASK | TYPE_MASK | ENERGY_MASK | VIRIAL_MASK;
   datamask_modify = F_MASK | ENERGY_MASK | VIRIAL_MASK;
-  style_label_ = "otf/kk";
   kokkos_variant_ = true;
 }
 

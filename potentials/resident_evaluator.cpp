@@ -136,6 +136,8 @@ torch::Tensor ResidentEvaluator::evaluate_chunk(const ResidentSystem& system, co
   require(!bad_index, "neighbour index outside 0.." + std::to_string(system.num_atoms - 1));
   neighbor = torch::where(in_list, neighbor, torch::zeros_like(neighbor));
 
+  // Differences in float64, rounded to the model's dtype afterwards, as the host evaluator does
+  // (local_environments rounds positions first, which loses digits at large box coordinates).
   const torch::Tensor flat = neighbor.reshape({-1});
   const torch::Tensor neighbor_species = species.index_select(0, flat).reshape({num_centers, columns});
   const torch::Tensor center_positions = system.positions.index_select(0, centers);
@@ -159,8 +161,9 @@ torch::Tensor ResidentEvaluator::evaluate_chunk(const ResidentSystem& system, co
   const torch::Tensor kept = packed(within);
   const torch::Tensor kept_atom = packed(neighbor);
   const torch::Tensor kept_vectors = packed(vectors);
-  const torch::Tensor padding =
-      torch::tensor({padding_distance(cutoff), 0.0, 0.0}, torch::kFloat64).to(device);
+  // Made on the device: no host-to-device transfer per chunk.
+  torch::Tensor padding = torch::zeros({3}, kept_vectors.options());
+  padding.narrow(0, 0, 1).fill_(padding_distance(cutoff));
 
   LocalEnvironments env;
   env.pair_vectors = torch::where(kept.unsqueeze(-1), kept_vectors, padding.expand_as(kept_vectors))
