@@ -11,8 +11,9 @@
 
 #include "pair_otf.h"
 
-#include "otf_model_session.h"
-#include "otf_rank_agreement.h"
+#include "model_session.h"
+#include "otf_lammps_compat.h"
+#include "rank_agreement.h"
 
 #include "atom.h"
 #include "comm.h"
@@ -21,7 +22,6 @@
 #include "force.h"
 #include "memory.h"
 #include "neigh_list.h"
-#include "neigh_request.h"
 #include "neighbor.h"
 #include "update.h"
 
@@ -68,7 +68,6 @@ PairOTF::PairOTF(LAMMPS *lmp) : Pair(lmp)
 PairOTF::~PairOTF()
 {
   if (copymode) return;
-  memory->destroy(atom_species_);
   memory->destroy(atom_energy_uncertainty_);
   if (allocated) {
     memory->destroy(setflag);
@@ -250,9 +249,8 @@ void PairOTF::init_style()
     error->all(FLERR, "pair_style otf requires a 3d simulation (its models are 3d)");
 
   // A full list of the owned atoms' neighbours; ghosts need none (the model is local).
-  const int irequest = neighbor->request(this, instance_me);
-  neighbor->requests[irequest]->half = 0;
-  neighbor->requests[irequest]->full = 1;
+  otf_compat::request_full_pair_list(neighbor, this, instance_me);
+  adaptor_.set_species_of_type(type_species_);
 
   // LibTorch's threads follow the rank's OpenMP setting (OMP_NUM_THREADS, package omp, or
   // Kokkos' threads), so ranks x threads never oversubscribe the cores.
@@ -273,9 +271,7 @@ void PairOTF::grow_atom_arrays()
 {
   if (atom->nmax <= nmax_) return;
   nmax_ = atom->nmax;
-  memory->destroy(atom_species_);
   memory->destroy(atom_energy_uncertainty_);
-  memory->create(atom_species_, nmax_, "pair:otf:atom_species");
   memory->create(atom_energy_uncertainty_, nmax_, "pair:otf:atom_energy_uncertainty");
 }
 
@@ -286,7 +282,6 @@ void PairOTF::compute(int eflag, int vflag)
   ev_init(eflag, vflag);
   const int nlocal = atom->nlocal;
   const int nall = nlocal + atom->nghost;
-  prepare_atoms(atom->type);
 
   // Without newton LAMMPS neither clears nor folds ghost entries: this style does both.
   if (!force->newton) {
@@ -297,53 +292,40 @@ void PairOTF::compute(int eflag, int vflag)
         for (int k = 0; k < 6; k++) vatom[i][k] = 0.0;
   }
 
-  const int inum = list->inum;
-  center_neighbor_counts_.resize(inum);
-  center_neighbors_.resize(inum);
-  for (int ii = 0; ii < inum; ii++) {
-    const int i = list->ilist[ii];
-    center_neighbor_counts_[ii] = list->numneigh[i];
-    center_neighbors_[ii] = list->firstneigh[i];
-  }
-  evaluate_centers(atom->x[0], list->ilist, inum, atom->f[0], eflag_atom ? eatom : nullptr,
-                   vflag_atom ? vatom[0] : nullptr);
+  otf::MdAtoms atoms;
+  atoms.num_local = nlocal;
+  atoms.num_ghost = atom->nghost;
+  atoms.positions = atom->x[0];
+  atoms.types = atom->type;
+  otf::MdNeighborList neighbors;
+  neighbors.inum = list->inum;
+  neighbors.ilist = list->ilist;
+  neighbors.numneigh = list->numneigh;
+  neighbors.row_pointers = list->firstneigh;
+  neighbors.index_mask = NEIGHMASK;
+  evaluate_listed_centres(atoms, neighbors, atom->f[0], eflag_atom ? eatom : nullptr,
+                          vflag_atom ? vatom[0] : nullptr);
 
   if (!force->newton) comm->reverse_comm_pair(this);
 }
 
 /* ---------------------------------------------------------------------- */
 
-void PairOTF::prepare_atoms(const int *type)
+void PairOTF::evaluate_listed_centres(const otf::MdAtoms &atoms,
+                                      const otf::MdNeighborList &neighbors, double *forces,
+                                      double *atom_energy, double *atom_virial)
 {
   grow_atom_arrays();
-  const int nall = atom->nlocal + atom->nghost;
-  for (int i = 0; i < nall; i++) atom_species_[i] = type_species_[type[i]];
+  const int nall = atoms.num_local + atoms.num_ghost;
   for (int i = 0; i < nall; i++) atom_energy_uncertainty_[i] = 0.0;
-}
-
-/* ---------------------------------------------------------------------- */
-
-void PairOTF::evaluate_centers(const double *positions, const int *centers, int num_centers,
-                               double *forces, double *atom_energy, double *atom_virial)
-{
-  otf::AtomicSystemView system;
-  system.num_atoms = atom->nlocal + atom->nghost;
-  system.num_local = atom->nlocal;
-  system.positions = positions;
-  system.species = atom_species_;
-  system.num_centers = num_centers;
-  system.centers = centers;
-  system.neighbor_counts = center_neighbor_counts_.data();
-  system.neighbors = center_neighbors_.data();
-  system.neighbor_index_mask = NEIGHMASK;
-
   otf::EvaluationOutputs outputs;
   outputs.forces = forces;
   outputs.atom_energy = atom_energy;
   outputs.atom_virial = atom_virial;
   outputs.atom_energy_uncertainty = atom_energy_uncertainty_;
-
-  evaluate_and_tally(num_centers > 0, [&] { return session_->evaluate(system, outputs); });
+  evaluate_and_tally(neighbors.inum > 0, [&] {
+    return session_->evaluate(adaptor_.listed_centres(atoms, neighbors), outputs);
+  });
 }
 
 /* ---------------------------------------------------------------------- */
@@ -409,7 +391,5 @@ double PairOTF::memory_usage()
 {
   double bytes = Pair::memory_usage();
   bytes += static_cast<double>(nmax_) * (sizeof(int) + sizeof(double));
-  bytes += static_cast<double>(center_neighbor_counts_.capacity()) * sizeof(int);
-  bytes += static_cast<double>(center_neighbors_.capacity()) * sizeof(const int *);
   return bytes;
 }

@@ -11,6 +11,8 @@
 
 #include "pair.h"
 
+#include "md_system_adaptor.h"
+
 #include <functional>
 #include <memory>
 #include <string>
@@ -47,20 +49,18 @@ class PairOTF : public Pair {
   const std::vector<int> &type_species() const { return type_species_; }
   // The model being evaluated; a training fix updates its weights in place.
   otf::ModelSession &model_session() { return *session_; }
+  const std::string &model_path() const { return model_path_; }
 
  protected:
   void allocate();
   void grow_atom_arrays();
   void check_units();
-  // The per-step preparation of compute(): every atom's model species (from LAMMPS types) and
-  // a zeroed uncertainty array.
-  void prepare_atoms(const int *type);
-  // Evaluates the model on num_centers centres (atom indices `centers`), whose neighbour lists
-  // the caller put in center_neighbor_counts_ / center_neighbors_: adds forces ([nall][3]) and,
-  // when not null, per-atom energies and virials ([nall], [nall][6]) into the given arrays, and
-  // the totals into eng_vdwl and virial. Stops every rank with a LAMMPS error if it fails.
-  void evaluate_centers(const double *positions, const int *centers, int num_centers,
-                        double *forces, double *atom_energy, double *atom_virial);
+  // Evaluates the model on the list's centres (the one MD-to-model adaptor turns LAMMPS' arrays
+  // into the model's input): adds forces ([nall][3]) and, when not null, per-atom energies and
+  // virials ([nall], [nall][6]) into the given arrays, and the totals into eng_vdwl and virial.
+  // Stops this rank with a LAMMPS error if it fails.
+  void evaluate_listed_centres(const otf::MdAtoms &atoms, const otf::MdNeighborList &neighbors,
+                               double *forces, double *atom_energy, double *atom_virial);
   // Runs one model evaluation when there are centres: a failure stops this rank with a LAMMPS
   // error naming the step; the totals go into eng_vdwl and virial. Records the evaluated step.
   void evaluate_and_tally(bool has_centers, const std::function<otf::EvaluationTotals()> &evaluation);
@@ -72,13 +72,10 @@ class PairOTF : public Pair {
   std::string model_path_;
   std::vector<int> type_species_;    // [ntypes + 1]: the model's species of each type, -1 for NULL
 
-  // Per-atom work arrays, sized atom->nmax.
+  // Per-atom work array, sized atom->nmax.
   int nmax_ = 0;
-  int *atom_species_ = nullptr;
   double *atom_energy_uncertainty_ = nullptr;
-  // The neighbour list re-indexed by centre (LAMMPS indexes numneigh/firstneigh by atom).
-  std::vector<int> center_neighbor_counts_;
-  std::vector<const int *> center_neighbors_;
+  otf::MdSystemAdaptor adaptor_;
 
   bool kokkos_variant_ = false;    // set by PairOTFKokkos
   // The style's name in messages: otf, or otf/kk for the Kokkos variant.

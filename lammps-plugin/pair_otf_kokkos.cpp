@@ -14,7 +14,7 @@
 
 #include "pair_otf_kokkos.h"
 
-#include "otf_model_session.h"
+#include "model_session.h"
 
 #include "atom_kokkos.h"
 #include "atom_masks.h"
@@ -180,25 +180,24 @@ template <class DeviceType> void PairOTFKokkos<DeviceType>::compute_in_host_view
     auto x = atomKK->k_x.template view<DeviceType>();
     auto f = atomKK->k_f.template view<DeviceType>();
     auto type = atomKK->k_type.template view<DeviceType>();
-    prepare_atoms(type.data());
+    otf::MdAtoms atoms;
+    atoms.num_local = atom->nlocal;
+    atoms.num_ghost = atom->nghost;
+    atoms.positions = x.data();
+    atoms.types = type.data();
 
     // The Kokkos list: ilist, numneigh by atom, neighbour rows [atom][maxneighs] row-major.
     auto *k_list = static_cast<NeighListKokkos<DeviceType> *>(list);
-    auto d_ilist = k_list->d_ilist;
-    auto d_numneigh = k_list->d_numneigh;
-    auto d_neighbors = k_list->d_neighbors;
-    const int inum = list->inum;
-    center_neighbor_counts_.resize(inum);
-    center_neighbors_.resize(inum);
-    const bool has_rows = d_neighbors.extent(1) > 0;
-    for (int ii = 0; ii < inum; ii++) {
-      const int i = d_ilist(ii);
-      center_neighbor_counts_[ii] = d_numneigh(i);
-      center_neighbors_[ii] = has_rows ? &d_neighbors(i, 0) : nullptr;
-    }
-    evaluate_centers(x.data(), d_ilist.data(), inum, f.data(),
-                     eflag_atom ? k_eatom.template view<DeviceType>().data() : nullptr,
-                     vflag_atom ? k_vatom.template view<DeviceType>().data() : nullptr);
+    otf::MdNeighborList neighbors;
+    neighbors.inum = list->inum;
+    neighbors.ilist = k_list->d_ilist.data();
+    neighbors.numneigh = k_list->d_numneigh.data();
+    neighbors.rows = k_list->d_neighbors.data();
+    neighbors.row_stride = static_cast<int64_t>(k_list->d_neighbors.stride_0());
+    neighbors.index_mask = NEIGHMASK;
+    evaluate_listed_centres(atoms, neighbors, f.data(),
+                            eflag_atom ? k_eatom.template view<DeviceType>().data() : nullptr,
+                            vflag_atom ? k_vatom.template view<DeviceType>().data() : nullptr);
   } else {
     error->all(FLERR, "pair_style otf/kk: internal error: host evaluation on device views");
   }

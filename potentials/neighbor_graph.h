@@ -49,8 +49,8 @@ struct PredictionOptions {
   bool virial = true;
   // Keep the graph of forces and virial (training: their losses need parameter gradients).
   bool create_graph = false;
-  // Forces are computed as grad(scale * E) / scale: the float16 gradient-penalty recipe (amp.md
-  // pitfall 5) lets small force contributions survive fp16. 1 otherwise.
+  // Forces are computed as grad(scale * E) / scale: the float16 gradient-penalty recipe
+  // (docs/design.md §7.8, pitfall 5) lets small force contributions survive fp16. 1 otherwise.
   double gradient_scale = 1.0;
   // Also every member's own forces and virials (one backward pass over member-resolved
   // environments; the descriptor is evaluated once per member).

@@ -40,9 +40,9 @@ class Potential : public torch::nn::Module {
   torch::Device device() const { return energy_shifts_.device(); }
 
   // Per-atom energies of every committee member, [members, centres], float64 (the per-element
-  // shift is added in float64 so that total energies never lose digits: amp.md pitfall 1). Twice
-  // differentiable with respect to env.pair_vectors and the parameters. Inside an autocast region
-  // the architecture's matrix products run in its lower precision.
+  // shift is added in float64 so that total energies never lose digits: docs/design.md §7.8,
+  // pitfall 1). Twice differentiable with respect to env.pair_vectors and the parameters. Inside an
+  // autocast region the architecture's matrix products run in its lower precision.
   torch::Tensor member_atomic_energies(const LocalEnvironments& env);
 
   // ---- Per-element energy shifts: E_atom = shift[species] + network output ----

@@ -7,6 +7,7 @@
 #include <string>
 
 #include "autocast_region.h"
+#include "committee_deviation.h"
 #include "local_environments.h"
 
 namespace otf {
@@ -206,7 +207,7 @@ EvaluationTotals PotentialEvaluator::evaluate_chunk(const AtomicSystemView& syst
   torch::Tensor member_energies;
   {
     // Forward (descriptor, networks) in the run's precision; the backward below runs outside
-    // the region, as PyTorch prescribes (amp.md 2.1).
+    // the region, as PyTorch prescribes (docs/design.md §7.7).
     std::optional<AutocastRegion> region;
     if (options_.precision != Precision::Float32) region.emplace(device, options_.precision);
     member_energies = potential_->member_atomic_energies(env);  // [H, C] float64
@@ -214,7 +215,7 @@ EvaluationTotals PotentialEvaluator::evaluate_chunk(const AtomicSystemView& syst
   const int64_t members = member_energies.size(0);
   const torch::Tensor atomic = member_energies.mean(0).detach().cpu();
   const bool want_uncertainty = outputs.atom_energy_uncertainty != nullptr;
-  const torch::Tensor spread = member_energies.detach().std(0, /*unbiased=*/false).cpu();
+  const torch::Tensor spread = committee_deviation(member_energies.detach()).cpu();
 
   const auto* energy = atomic.data_ptr<double>();
   const auto* deviation = spread.data_ptr<double>();

@@ -1,7 +1,8 @@
 // Fast inference for MD: energies, forces and virials of a Potential for an AtomicSystemView,
 // evaluated in chunks of centre atoms so that memory stays bounded whatever the system size, with
 // buffers reused from call to call (no allocation growth at constant size). Lower precisions run
-// the model's forward inside an AutocastRegion; the force backward runs outside it (amp.md).
+// the model's forward inside an AutocastRegion; the force backward runs outside it
+// (docs/design.md §7.7).
 #pragma once
 
 #include <torch/torch.h>

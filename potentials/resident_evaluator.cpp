@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "autocast_region.h"
+#include "committee_deviation.h"
 #include "local_environments.h"
 
 namespace otf {
@@ -184,7 +185,7 @@ torch::Tensor ResidentEvaluator::evaluate_chunk(const ResidentSystem& system, co
   }
   const int64_t members = member_energies.size(0);
   const torch::Tensor atomic = member_energies.mean(0).detach();
-  const torch::Tensor spread = member_energies.detach().std(0, /*unbiased=*/false);
+  const torch::Tensor spread = committee_deviation(member_energies.detach());
   const torch::Tensor gradient =
       torch::autograd::grad({member_energies.sum(0).sum()}, {env.pair_vectors})[0];
 

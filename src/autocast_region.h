@@ -15,8 +15,8 @@
 namespace otf {
 
 // Which ops run in which precision inside an enabled region. CUDA uses LibTorch's own kernels
-// (amp.md 2.2); the CPU lists are in cpu_autocast_policy.h/.cpp and are LibTorch 1.13's CPU
-// policy extended towards CUDA's.
+// (docs/design.md §7.2); the CPU lists are in cpu_autocast_policy.h/.cpp and are LibTorch 1.13's
+// CPU policy extended towards CUDA's.
 //
 // | ops                                  | BFloat16 CPU | Float16 CPU (emulated) | CUDA bf16/fp16 |
 // |--------------------------------------|--------------|------------------------|----------------|
@@ -36,24 +36,24 @@ namespace otf {
 // | everything else (silu tanh add mul)  | input dtype  | input dtype (float32)  | input dtype    |
 //
 // Float32 runs everything in the input dtype: no autocast at all.
-// Why: reductions that feed energies stay float32 or wider in every mode (amp.md pitfall 1: a
-// bf16 sum of 1000 x -5.0 is -4992); fp32 layer_norm accepts bf16 activations with fp32 weights
-// (pitfall 4); promote ops accept a float32 buffer and bf16 contributions (pitfall 2).
+// Why: reductions that feed energies stay float32 or wider in every mode (docs/design.md §7.8,
+// pitfall 1: a bf16 sum of 1000 x -5.0 is -4992); fp32 layer_norm accepts bf16 activations with
+// fp32 weights (pitfall 4); promote ops accept a float32 buffer and bf16 contributions (pitfall 2).
 // Differences from CUDA kept on purpose: mv, addmv, addr, dot and conv_transpose stay float32 on
 // CPU, as in LibTorch 1.13's CPU policy. Under fp16 emulation the in-place bias add that
 // torch::nn::functional::linear does after matmul for 1-D/3-D input runs in float32 and is not
 // re-rounded (real fp16 would round it once more); the 2-D path (addmm) is fully rounded.
 //
 // CPU float16 cannot be native in 1.13 (set_autocast_cpu_dtype(kHalf) throws, Half matmul and
-// tanh are not implemented on CPU, amp.md section 3). The region enables the CPU autocast key
+// tanh are not implemented on CPU, docs/design.md §7.4). The region enables the CPU autocast key
 // with its dtype left at bfloat16 and sets the thread-local emulation flag that the
 // lower-precision kernels read; results are exactly Half-representable, overflow to inf above
 // 65504 and flush to 0 below 6e-8, in forward and backward, so GradScaler is exercised on CPU.
 // Emulated casts are not cached (the cast cache holds only LibTorch's bfloat16 casts).
 //
 // Rules for callers, as for torch.autocast:
-// * Keep backward() and autograd::grad() outside the region (amp.md 2.1, pitfall 5): backward
-//   ops run in the dtype their forward used anyway.
+// * Keep backward() and autograd::grad() outside the region (docs/design.md §7.7, pitfall 5):
+//   backward ops run in the dtype their forward used anyway.
 // * Do not let a region span optimizer.step(): casts of a weight cached in the region are not
 //   invalidated by in-place updates (pitfall 8). exit() + enter() starts with a fresh cache.
 // * State is per thread (pitfall 9): a region affects only the thread that entered it, and
@@ -132,7 +132,8 @@ c10::ScalarType loss_dtype(c10::ScalarType prediction, c10::ScalarType target);
 
 // Both tensors cast to loss_dtype. For losses computed outside a region on its outputs: in
 // LibTorch 1.13 mse_loss(bf16 prediction, fp32 target) runs forward but its backward throws
-// "Found dtype Float but expected BFloat16" (amp.md pitfall 3). Casts are differentiable.
+// "Found dtype Float but expected BFloat16" (docs/design.md §7.8, pitfall 3). The casts are
+// differentiable.
 std::pair<at::Tensor, at::Tensor> widen_for_loss(const at::Tensor& prediction,
                                                  const at::Tensor& target);
 

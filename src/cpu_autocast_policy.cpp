@@ -22,7 +22,8 @@ thread_local bool fp16_emulation_enabled = false;
 enum class CastPolicy { LowerPrecision, Float32, Promote };
 
 // LibTorch's own eligibility test (autocast_mode.h): a defined floating CPU/mkldnn tensor that is
-// not double. Double and integer tensors pass through every policy untouched (amp.md 2.1, A7).
+// not double. Double and integer tensors pass through every policy untouched (docs/design.md
+// §7.2, A7).
 bool is_eligible(const at::Tensor& tensor) { return at::autocast::is_eligible(tensor, kCpu); }
 
 // The fp16 emulation: values become exactly what a Half tensor would hold, storage stays float32.
@@ -41,13 +42,15 @@ at::Tensor cast_to_lower_precision(const at::Tensor& tensor) {
   const c10::ScalarType lower = at::autocast::get_autocast_cpu_dtype();
   if (c10::GradMode::is_enabled()) return at::autocast::cached_cast(lower, tensor, kCpu);
   // A cast made with grad mode off has no grad_fn; LibTorch would cache it anyway and hand it to
-  // the next training forward in the same region, silently dropping gradients (amp.md pitfall 7,
-  // pytorch#65766/#112583). Casting without the cache while grad mode is off avoids that.
+  // the next training forward in the same region, silently dropping gradients (pytorch#65766,
+  // #112583; docs/design.md §7.8, pitfall 7). Casting without the cache while grad mode is off
+  // avoids that.
   return tensor.scalar_type() == lower ? tensor : tensor.to(lower);
 }
 
-// CUDA's fp32 policy (amp.md 2.2): low-precision inputs are widened, so sums of atomic energies,
-// exponentials and norms are computed and returned in float32 (amp.md pitfalls 1 and 4).
+// CUDA's fp32 policy (docs/design.md §7.2): low-precision inputs are widened, so sums of atomic
+// energies, exponentials and norms are computed and returned in float32 (docs/design.md §7.8,
+// pitfalls 1 and 4).
 at::Tensor cast_to_float32(const at::Tensor& tensor) {
   return is_eligible(tensor) && tensor.scalar_type() != at::kFloat ? tensor.to(at::kFloat) : tensor;
 }
@@ -162,7 +165,7 @@ bool is_cpu_fp16_emulation_enabled() { return fp16_emulation_enabled; }
 
 void set_cpu_fp16_emulation_enabled(bool enabled) { fp16_emulation_enabled = enabled; }
 
-// The lists are grouped by kind, as in amp.md 2.2.
+// The lists are grouped by kind (docs/design.md §7.2).
 // clang-format off
 const std::vector<std::string_view>& cpu_lower_precision_ops() {
   static const std::vector<std::string_view> ops{

@@ -30,14 +30,14 @@ void set_cpu_fp16_emulation_enabled(bool enabled);
 
 // The schema names ("mm", "conv1d.padding", in namespace aten) each policy is registered for;
 // the table in autocast_region.h says what they mean. Only functional overloads are listed:
-// in-place and out= variants are never autocast (amp.md 2.1, A8), so e.g. "sum" covers sum,
-// sum.dim_IntList and sum.dim_DimnameList but not sum.IntList_out.
+// in-place and out= variants are never autocast (docs/design.md §7.2, A8), so e.g. "sum" covers
+// sum, sum.dim_IntList and sum.dim_DimnameList but not sum.IntList_out.
 //   lower precision: exactly LibTorch 1.13's CPU lower_precision_fp list
-//                    (shared/reference/autocast_cpu_registered_ops_1.13.1.txt);
-//   float32:         CUDA's fp32 and fp32_set_opt_dtype/fp32_append_dtype lists (amp.md 2.2) for
-//                    ops that have no AutocastCPU kernel in 1.13, plus mean;
+//                    (docs/design.md §7.2);
+//   float32:         CUDA's fp32 and fp32_set_opt_dtype/fp32_append_dtype lists for ops that
+//                    have no AutocastCPU kernel in 1.13, plus mean (docs/design.md §7.2);
 //   promote:         CUDA's promote ops whose CPU kernels reject mixed dtypes, plus index_add
-//                    (amp.md pitfall 2).
+//                    (docs/design.md §7.8, pitfall 2).
 const std::vector<std::string_view>& cpu_lower_precision_ops();
 const std::vector<std::string_view>& cpu_float32_ops();
 const std::vector<std::string_view>& cpu_promote_ops();

@@ -1,6 +1,6 @@
 // An exponential moving average of a model's weights, updated after each executed optimizer step,
-// for inference on smoother weights than the last iterate (the reference's EMAHook,
-// training-hooks.md section 6.1, with PyTorch's AveragedModel/get_ema_multi_avg_fn semantics).
+// for inference on smoother weights than the last iterate (the reference's EMAHook, with
+// PyTorch's AveragedModel/get_ema_multi_avg_fn semantics; docs/design.md §5.8).
 #pragma once
 
 #include <torch/nn/module.h>

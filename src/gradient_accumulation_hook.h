@@ -1,6 +1,6 @@
 // Gradient accumulation as an update hook: N micro-batches add their gradients into one effective
-// batch and the optimizer steps once per group, on the mean gradient (the priority-10 bucket of
-// training-hooks.md sections 2.3 and 2.5; the reference has only test helpers, section 6.3).
+// batch and the optimizer steps once per group, on the mean gradient (the priority-10 bucket;
+// docs/design.md §5.6; the reference toolkit has only test helpers).
 #pragma once
 
 #include <torch/serialize/archive.h>
@@ -21,8 +21,8 @@ namespace otf {
 //                         have equal sizes and the loss is a mean.
 //   DO_OPTIMIZER_STEP     vetoes the step unless k == N-1. MixedPrecisionHook (20) then sees
 //                         will_skip and does not unscale, so accumulated gradients stay scaled
-//                         until the effective batch steps (shared/seeds/MixedPrecisionHook.txt,
-//                         Notes); clipping (30) is skipped too.
+//                         until the effective batch steps (docs/design.md §7.5); clipping
+//                         (30) is skipped too.
 //   AFTER_OPTIMIZER_STEP  advances k. A group ends here whether its step ran, was skipped by the
 //                         GradScaler (inf/NaN) or was vetoed by a later hook: the next group zeroes
 //                         the gradients and starts afresh.
@@ -33,10 +33,10 @@ namespace otf {
 // trained), and the position survives a restart through save()/load(), so groups stay aligned
 // with the data stream as in an uninterrupted run. A batch that throws before
 // AFTER_OPTIMIZER_STEP does not advance the count.
-// Resume caveat: a checkpoint taken mid-group (step-interval checkpoints re-save while step_count
-// is parked, training-hooks.md section 10 quirk 5) holds the position but not the partial
-// gradient sum, which lives in the parameters' .grad. The resumed group then steps once on the
-// sum of its remaining micro-batches divided by N. Checkpoints on group boundaries are exact.
+// Resume caveat: a checkpoint taken mid-group (docs/design.md §8.3) holds the position but not
+// the partial gradient sum, which lives in the parameters' .grad. The resumed group then steps
+// once on the sum of its remaining micro-batches divided by N. Checkpoints on group boundaries are
+// exact.
 class GradientAccumulationHook final : public TrainingUpdateHook, public Checkpointable {
  public:
   // The canonical bucket: before mixed precision (20) scales the loss and before clipping (30).

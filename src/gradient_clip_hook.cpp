@@ -63,7 +63,7 @@ GradientClipHook::GradientClipHook(double max_norm, double norm_type)
 
 UpdateResult GradientClipHook::call(TrainContext& ctx, TrainingStage stage, bool will_skip) {
   // will_skip: no step will consume these gradients (an accumulation micro-batch keeps adding to
-  // them, still scaled under float16), so they must not be touched (section 2.5).
+  // them, still scaled under float16), so they must not be touched (docs/design.md §5.2).
   if (stage == TrainingStage::DoOptimizerStep && !will_skip) clip(ctx);
   return {true, ctx.loss};
 }
@@ -76,8 +76,8 @@ void GradientClipHook::clip(const TrainContext& ctx) {
   if (std::isfinite(*last_total_norm_)) return;
 
   // Some gradient is inf/NaN. The GradScaler skips the optimizers that hold one but steps the
-  // others (training-hooks.md section 10, quirk 3), so the finite gradients are clipped among
-  // themselves: no optimizer steps on a gradient norm above max_norm.
+  // others (docs/design.md §5.5), so the finite gradients are clipped among themselves: no
+  // optimizer steps on a gradient norm above max_norm.
   std::vector<torch::Tensor> with_finite_gradient;
   std::size_t with_gradient = 0;
   for (const torch::Tensor& parameter : parameters) {

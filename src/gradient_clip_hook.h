@@ -1,6 +1,7 @@
 // Gradient-norm clipping as an update hook: just before the optimizer step, the total norm of all
-// gradients the optimizers will consume is scaled down to max_norm when it is larger (the MACE
-// example's GradientClipHook, training-hooks.md section 6.3, on torch::nn::utils::clip_grad_norm_).
+// gradients the optimizers will consume is scaled down to max_norm when it is larger (the
+// reference toolkit's MACE-example GradientClipHook, on torch::nn::utils::clip_grad_norm_;
+// docs/design.md §5.7).
 #pragma once
 
 #include <optional>
@@ -18,7 +19,7 @@ namespace otf {
 // stage does nothing. Never vetoes.
 //
 // Priority 30 puts it after MixedPrecisionHook (20), whose unscale_ runs at the same stage: the
-// clip sees the true, unscaled gradients (section 5, "priority rationale").
+// clip sees the true, unscaled gradients (docs/design.md §7.5).
 //
 // Non-finite total norm (inf/NaN gradients, e.g. a float16 overflow): nothing throws, and
 // last_total_norm() reports the non-finite norm. PyTorch's clip would multiply every gradient by
@@ -26,10 +27,10 @@ namespace otf {
 // gradients are left as they are: under float16 the GradScaler already found them at unscale_ and
 // skips the optimizers holding them, and the next group starts from zeroed gradients. The
 // parameters whose gradients are entirely finite are clipped among themselves, because the scaler
-// still steps the optimizers whose gradients are all finite (training-hooks.md section 10,
-// quirk 3). Without a GradScaler an
-// optimizer consumes its inf/NaN gradients, as it would without this hook: clipping cannot repair
-// them. When every gradient is finite but the norm itself overflows, nothing is touched.
+// still steps the optimizers whose gradients are all finite (docs/design.md §5.5). Without a
+// GradScaler an optimizer consumes its inf/NaN gradients, as it would without this hook: clipping
+// cannot repair them. When every gradient is finite but the norm itself overflows, nothing is
+// touched.
 class GradientClipHook final : public TrainingUpdateHook {
  public:
   // After mixed precision's unscale_ (20), before spike skipping (40).

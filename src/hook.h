@@ -1,6 +1,6 @@
-// Plain training hooks: small objects the strategy calls at chosen stages (training-hooks.md
-// sections 0 and 2.1), with their lifecycle and, for hooks with state worth resuming, a checkpoint
-// interface. Update hooks, which compose vetoes and losses, are in training_update_hook.h.
+// Plain training hooks: small objects the strategy calls at chosen stages, with their lifecycle
+// and, for hooks with state worth resuming, a checkpoint interface (docs/design.md §4.1). Update
+// hooks, which compose vetoes and losses, are in training_update_hook.h.
 #pragma once
 
 #include <torch/serialize/archive.h>
@@ -32,12 +32,12 @@ class Hook {
   Hook& operator=(const Hook&) = delete;
 
   // Whether the hook fires on `stage`. The default asks stages(); an override replaces that test
-  // entirely, even when stages are also set (the reference's _runs_on_stage, section 2.1).
+  // entirely, even when stages are also set (the reference's _runs_on_stage; docs/design.md §4.1).
   virtual bool runs_on_stage(TrainingStage stage) const;
   virtual void operator()(TrainContext& ctx, TrainingStage stage) = 0;
 
-  // The strategy's lifecycle (section 2.6): enter() on the first entry of the strategy, in list
-  // order; exit() when it is left, in reverse order. exit() also runs when a run ends by an
+  // The strategy's lifecycle (docs/design.md §4.5): enter() on the first entry of the strategy, in
+  // list order; exit() when it is left, in reverse order. exit() also runs when a run ends by an
   // exception, so it should not throw.
   virtual void enter() {}
   virtual void exit() {}
@@ -49,10 +49,10 @@ class Hook {
   virtual std::string name() const;
 
   int frequency() const { return frequency_; }
-  // Validated at registration, not here (the registry's rule: positive, section 2.2).
+  // Validated at registration, not here (the registry's rule: positive; docs/design.md §4.4).
   void set_frequency(int frequency) { frequency_ = frequency; }
-  // The frequency gate uses the optimizer-step counter, never batch_count (section 2.2): while
-  // gradient accumulation parks step_count on a multiple of N, a frequency-N hook fires every
+  // The frequency gate uses the optimizer-step counter, never batch_count (docs/design.md §4.1):
+  // while gradient accumulation parks step_count on a multiple of N, a frequency-N hook fires every
   // batch.
   bool due_at(int64_t step_count) const { return frequency_ > 0 && step_count % frequency_ == 0; }
 

@@ -26,16 +26,16 @@ LossKind parse_loss_kind(std::string_view text);
 std::string to_string(LossKind kind);
 std::ostream& operator<<(std::ostream& out, LossKind kind);
 
-// nvalchemi's Huber losses default to delta = 0.01 (training-hooks.md 7.1); PyTorch's huber_loss
+// nvalchemi's Huber losses default to delta = 0.01 (docs/design.md §10); PyTorch's huber_loss
 // defaults to 1.0. We follow the reference, in the units of the quantity (eV, eV/A, eV/A^3...).
 constexpr double kDefaultHuberDelta = 0.01;
 
 // Why the losses never call mse_loss/huber_loss on mixed dtypes: in LibTorch 1.13 a bfloat16
 // prediction against a float32 target runs forward but backward throws "Found dtype Float but
-// expected BFloat16" (amp.md 5, pitfall 3). Prediction and target are first cast to
+// expected BFloat16" (docs/design.md §7.8, pitfall 3). Prediction and target are first cast to
 // loss_dtype() (autocast_region.h): the widest of float32 and both dtypes. The casts are
 // differentiable, so the prediction's gradient comes back in the prediction's own dtype, and
-// every sum below runs in float32 or float64 (pitfall 1: bf16 sums lose whole eV).
+// every sum below runs in float32 or float64 (§7.8 pitfall 1: bf16 sums lose whole eV).
 //
 // The elementwise penalty of prediction - target, shape of the inputs, dtype loss_dtype.
 // Throws std::invalid_argument unless both are floating with equal shapes (no broadcasting: a
@@ -73,7 +73,7 @@ struct EnergyLossOptions {
   // False: penalty of Ep - Et per frame, mean over frames.
   // True: prediction and target divided by the frame's atom count N_i (clamped to >= 1), then
   // weighted by N_i: sum_i N_i h(Ep_i/N_i - Et_i/N_i) / sum_i N_i. For MSE this is nvalchemi's
-  // EnergyMSELoss(per_atom=True) (training-hooks.md 7.1). We use the same atom weighting for
+  // EnergyMSELoss(per_atom=True) (docs/design.md §10). We use the same atom weighting for
   // Huber, where nvalchemi's EnergyHuberLoss takes a plain mean over frames: one rule for both
   // kinds, each atom counts once, and it equals the plain mean whenever frames have equal sizes
   // (every frame of a LAMMPS run).
@@ -133,7 +133,7 @@ struct ComposedLossSettings {
   std::optional<WeightedLoss<StressLossOptions>> stress;
   // False (default): total = sum_i w_i L_i with the weights as given, so a weight keeps its
   // meaning when a term is added. True: the weights are divided by their sum, as nvalchemi's
-  // ComposedLossFunction(normalize_weights=True) (training-hooks.md 7.2).
+  // ComposedLossFunction(normalize_weights=True) (docs/design.md §10).
   bool normalize_weights = false;
 };
 

@@ -84,7 +84,7 @@ UpdateResult MixedPrecisionHook::call(TrainContext& ctx, TrainingStage stage, bo
         GradScaler& scaler = ensure_grad_scaler(ctx);
         ctx.grad_scaler = &scaler;
         // Gradients stay scaled while an earlier hook vetoes (accumulation keeps adding scaled
-        // gradients); every optimizer is unscaled before any steps (seed, Notes).
+        // gradients); every optimizer is unscaled before any steps (docs/design.md §7.5).
         if (!will_skip) {
           for (torch::optim::Optimizer* optimizer : ctx.optimizers) {
             scaler.unscale_(*optimizer);

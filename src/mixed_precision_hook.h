@@ -1,7 +1,6 @@
 // Automatic mixed precision as an update hook: it keeps the forward pass and the losses inside an
 // autocast region and, for float16, drives the GradScaler: scaled loss for backward, unscale just
-// before the optimizer step, steps that found inf/NaN skipped (the contract is
-// shared/seeds/MixedPrecisionHook.txt; training-hooks.md section 5 describes the reference).
+// before the optimizer step, steps that found inf/NaN skipped (docs/design.md §7.5).
 #pragma once
 
 #include <c10/core/Device.h>
@@ -41,10 +40,10 @@ class Communicator;
 // * exit() (leaving the strategy's lifecycle) exits an active region but KEEPS the GradScaler,
 //   and the hook is Checkpointable: the scale and growth tracker are checkpointed and a resumed
 //   float16 run continues from them instead of restarting at 65536 (the reference drops the
-//   scaler on exit and does not checkpoint it, section 5 "State reset and checkpointing").
+//   scaler on exit and does not checkpoint it, docs/design.md §8.4).
 // * A hook with a priority above 20 that vetoes DO_OPTIMIZER_STEP after this hook unscaled would
 //   leave PyTorch's per-optimizer "unscaled" state set, and the next step would throw "unscale_()
-//   has already been called on this optimizer since the last update()" (section 5, "Hazard").
+//   has already been called on this optimizer since the last update()" (docs/design.md §7.6).
 //   Here the hook that unscaled undoes it at AFTER_OPTIMIZER_STEP: gradients are multiplied back
 //   by the scale (exact for the scaler's power-of-two scales) and the scaler's per-optimizer state
 //   is reset with update(get_scale()), which keeps the scale and the growth tracker. The vetoed

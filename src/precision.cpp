@@ -15,7 +15,7 @@ constexpr std::string_view kAcceptedSpellings =
     "accepted: float32, bfloat16, float16; aliases fp32, bf16, fp16; an optional 'torch.' "
     "prefix; any case";
 
-// Canonical names first, then the seed's aliases.
+// Canonical names first, then the aliases (docs/design.md §7.1).
 constexpr std::array<std::pair<std::string_view, Precision>, 6> kSpellings{{
     {"float32", Precision::Float32},
     {"bfloat16", Precision::BFloat16},

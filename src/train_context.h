@@ -1,5 +1,5 @@
 // What a hook sees when it fires: the batch, the models, optimizers and schedulers, the loss and
-// the counters (the reference toolkit's TrainContext, training-hooks.md section 4). The strategy
+// the counters (the reference toolkit's TrainContext; docs/design.md §2). The strategy
 // builds one per batch and shares it across that batch's stages, so what a hook writes (e.g.
 // grad_scaler) is visible to the later stages of the same batch.
 #pragma once
@@ -75,7 +75,7 @@ struct TrainContext {
   std::optional<ValidationSummary> validation;
   // Set by the update orchestrator at DO_OPTIMIZER_STEP: an update hook vetoed the step (as
   // opposed to the GradScaler skipping it for inf/NaN gradients). Lets the hook that unscaled
-  // gradients put them back (training-hooks.md section 5, "Hazard").
+  // gradients put them back (docs/design.md §7.6).
   bool optimizer_step_vetoed = false;
 
   // workflow->devices(), or {CPU} without a workflow; devices()[0] is the primary device, where

@@ -1,5 +1,5 @@
 // The eighteen points of a training run at which hooks fire (TrainingStage), in the order the
-// reference toolkit declares them (nvalchemi.training._stages, training-hooks.md section 1), with
+// reference toolkit declares them (nvalchemi.training._stages; docs/design.md §3.1), with
 // their canonical names for messages and logs.
 #pragma once
 
@@ -12,7 +12,7 @@ namespace otf {
 
 // Values run 1..18 in declaration order, as Python's auto() gives them; tests snapshot both.
 // Every member but Setup starts with Before, After or Do; each DoX sits between BeforeX and AfterX
-// (training-hooks.md section 1 lists when each fires).
+// (docs/design.md §3.1 lists when each fires).
 enum class TrainingStage : int {
   Setup = 1,       // every run() and every train_batch(), before optimizers are built
   BeforeTraining,  // first batch a run() processes

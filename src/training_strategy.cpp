@@ -27,7 +27,7 @@ bool is_orchestrator(const Hook& hook) {
   return dynamic_cast<const TrainingUpdateOrchestrator*>(&hook) != nullptr;
 }
 
-// The registry's checks on a complete top-level list (training-hooks.md sections 2.2 and 2.4).
+// The registry's checks on a complete top-level list (docs/design.md §4.2, §4.4).
 void validate_hook_list(const std::vector<std::shared_ptr<Hook>>& hooks) {
   std::unordered_set<const Hook*> seen;
   int orchestrators = 0;
@@ -84,7 +84,7 @@ void validate_hook_list(const std::vector<std::shared_ptr<Hook>>& hooks) {
 class ModelModeGuard {
  public:
   // training: models with an optimizer train, the others are put in eval mode and frozen
-  // (the reference's freeze_unconfigured_models, section 1.1 step 12). !training: all eval.
+  // (the reference's freeze_unconfigured_models; docs/design.md §3.2). !training: all eval.
   ModelModeGuard(const NamedModels& models, const std::set<std::string>& configured,
                  bool training) {
     for (const auto& [key, model] : models) {
@@ -462,8 +462,8 @@ void TrainingStrategy::dispatch(TrainingStage stage, TrainContext& ctx) {
   // A copy: a hook may register another while it runs.
   const std::vector<std::shared_ptr<Hook>> hooks = hooks_;
   for (const auto& hook : hooks) {
-    // The strategy calls the orchestrator at SETUP although it does not claim it (section 1.1
-    // step 5), so update hooks can set up too.
+    // The strategy calls the orchestrator at SETUP although it does not claim it
+    // (docs/design.md §4.4), so update hooks can set up too.
     const bool runs = hook->runs_on_stage(stage) ||
                       (stage == TrainingStage::Setup && hook.get() == orchestrator_);
     if (runs && hook->due_at(counters_.step_count)) (*hook)(ctx, stage);
@@ -517,7 +517,7 @@ void TrainingStrategy::run(const std::vector<TrainingBatch>& batches) {
           "TrainingStrategy::run(): num_epochs needs at least one batch "
           "per epoch; got no batches");
     }
-    // The target counts executed optimizer steps (section 3, "Skipped steps").
+    // The target counts executed optimizer steps (docs/design.md §2.3).
     target_steps = static_cast<int64_t>(std::ceil(static_cast<double>(*options_.num_epochs) *
                                                   static_cast<double>(batches_per_epoch) *
                                                   options_.epoch_step_modifier));
@@ -604,7 +604,7 @@ bool TrainingStrategy::train_one_batch(const TrainingBatch& batch) {
 }
 
 bool TrainingStrategy::run_batch_stages(const TrainingBatch& batch) {
-  // One context for every stage of this batch (section 1.2 step 1).
+  // One context for every stage of this batch (docs/design.md §2.1).
   TrainContext ctx = make_context(&batch);
   dispatch(TrainingStage::BeforeBatch, ctx);
   // With an orchestrator, it zeroes (or not, under a veto) at BEFORE_BATCH.
@@ -620,8 +620,8 @@ bool TrainingStrategy::run_batch_stages(const TrainingBatch& batch) {
   if (!live_losses.total_loss.defined()) {
     throw std::logic_error("TrainingStrategy: loss_fn returned an undefined total_loss");
   }
-  // Predictions are not on the context (section 4); dropping them now frees the parts of the
-  // forward graph the loss does not use (e.g. the energy's, for a force-only loss) before
+  // Predictions are not on the context (docs/design.md §2.1); dropping them now frees the parts of
+  // the forward graph the loss does not use (e.g. the energy's, for a force-only loss) before
   // backward instead of after the step: lower peak memory, and glibc reuses the memory instead of
   // unmapping and faulting it in again (docs/bench-engine-overhead.md).
   predictions.clear();
@@ -637,7 +637,7 @@ bool TrainingStrategy::run_batch_stages(const TrainingBatch& batch) {
     backward_and_reduce_gradients(ctx.loss.defined() ? ctx.loss : live_losses.total_loss,
                                   ctx.optimizers, communicator_.get());
   }
-  // From here on hooks see the detached, unscaled loss (section 4, `loss`).
+  // From here on hooks see the detached, unscaled loss (docs/design.md §2.2).
   ctx.loss = live_losses.total_loss.detach();
   ctx.losses = live_losses.detached();
   live_losses = LossOutput();
@@ -647,7 +647,7 @@ bool TrainingStrategy::run_batch_stages(const TrainingBatch& batch) {
   bool step_ran = true;
   if (has_claimant(TrainingStage::DoOptimizerStep)) {
     dispatch(TrainingStage::DoOptimizerStep, ctx);
-    // A plain claimant's step counts as having run (section 1.2 step 9).
+    // A plain claimant's step counts as having run (docs/design.md §3.3).
     if (orchestrator_ != nullptr) step_ran = !orchestrator_->optimizer_step_skipped();
   } else {
     step_optimizers(ctx.optimizers);
@@ -655,7 +655,7 @@ bool TrainingStrategy::run_batch_stages(const TrainingBatch& batch) {
   }
   dispatch(TrainingStage::AfterOptimizerStep, ctx);
 
-  // A skipped step consumes the batch but not a step (section 3, "Skipped steps").
+  // A skipped step consumes the batch but not a step (docs/design.md §2.3).
   ++counters_.batch_count;
   ++counters_.epoch_step_count;
   if (step_ran) {
@@ -706,7 +706,7 @@ ValidationSummary TrainingStrategy::validate(const std::vector<TrainingBatch>& b
 
   last_validation_ = summary;
   // Fires before metric-driven schedulers consume the summary, and only once training has seen
-  // a batch (section 1, AFTER_VALIDATION).
+  // a batch (docs/design.md §3.1).
   if (last_batch_) dispatch_outside_batch(TrainingStage::AfterValidation, &*last_batch_);
   step_metric_driven_schedulers(summary);
   scope.close();

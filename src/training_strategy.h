@@ -1,7 +1,7 @@
 // The training loop: models, training and loss functions, optimizers and schedulers, and an
 // ordered list of hooks fired at the eighteen TrainingStages. run() trains over a list of batches
 // for a number of steps or epochs; train_batch() is the online entry point the LAMMPS fix calls
-// once per labelled configuration batch (training-hooks.md sections 1, 2 and 4).
+// once per labelled configuration batch (docs/design.md §3, §4 and §6).
 #pragma once
 
 #include <torch/nn/module.h>
@@ -74,7 +74,7 @@ struct TrainingStrategyOptions {
 class TrainingStrategy {
  public:
   // Throws std::invalid_argument for an invalid configuration or hook list (the rules are those of
-  // register_hook, section 2).
+  // register_hook, docs/design.md §4.4).
   explicit TrainingStrategy(TrainingStrategyOptions options);
   ~TrainingStrategy();
 
@@ -98,7 +98,7 @@ class TrainingStrategy {
   // Every hook (top level and orchestrator children) that has checkpoint state.
   std::vector<Checkpointable*> checkpointable_hooks() const;
 
-  // ---- Lifecycle (section 2.6) ---------------------------------------------------------------
+  // ---- Lifecycle (docs/design.md §4.5) -------------------------------------------------------
   // Depth-counted: the first enter() enters every top-level hook in list order (the orchestrator
   // forwards to its children), the matching exit() exits them in reverse order. run(),
   // validate() and train_batch() enter and exit around themselves; hold a Scope to keep hooks
@@ -126,11 +126,11 @@ class TrainingStrategy {
   // ---- Training ------------------------------------------------------------------------------
   // Trains until step_count reaches num_steps, or ceil(num_epochs * batches.size() *
   // epoch_step_modifier) executed optimizer steps, cycling through the batches epoch after epoch
-  // in the stage order of section 1.1. A run whose target is already reached fires SETUP and
-  // nothing else, so a second run() with the same target is a no-op.
+  // in the stage order of docs/design.md §3.2. A run whose target is already reached fires SETUP
+  // and nothing else, so a second run() with the same target is a no-op.
   void run(const std::vector<TrainingBatch>& batches);
-  // One batch, online (section 1.2 for the batch): SETUP on every call, optimizers built on the
-  // first call and reused, no BEFORE_TRAINING, epoch or validation stages, num_steps/num_epochs
+  // One batch, online (docs/design.md §3.3 for the batch): SETUP on every call, optimizers built on
+  // the first call and reused, no BEFORE_TRAINING, epoch or validation stages, num_steps/num_epochs
   // ignored. Returns whether the optimizer step ran (false when vetoed or skipped by the
   // GradScaler).
   bool train_batch(const TrainingBatch& batch);
@@ -182,13 +182,13 @@ class TrainingStrategy {
   void set_hooks(std::vector<std::shared_ptr<Hook>> hooks);
   TrainContext make_context(const TrainingBatch* batch);
   void dispatch(TrainingStage stage, TrainContext& ctx);
-  // A fresh context for a stage outside a batch (section 4, "Context identity").
+  // A fresh context for a stage outside a batch (docs/design.md §2.1).
   void dispatch_outside_batch(TrainingStage stage, const TrainingBatch* batch);
   bool has_claimant(TrainingStage stage) const;
   void prepare_and_move_models();
   void run_setup_hooks();
   bool train_one_batch(const TrainingBatch& batch);
-  // The per-batch sequence of section 1.2; train_one_batch adds the cleanup on errors.
+  // The per-batch sequence of docs/design.md §3.3; train_one_batch adds the cleanup on errors.
   bool run_batch_stages(const TrainingBatch& batch);
   void step_metric_driven_schedulers(const ValidationSummary& summary);
 
@@ -207,7 +207,8 @@ class TrainingStrategy {
 
 // Folds the update hooks of `entries` into one orchestrator at the position of the first update
 // item ([A, U1, B, U2] -> [A, Orchestrator(U1, U2), B]); a lone orchestrator is kept as is.
-// Throws std::invalid_argument for a null entry or more than one orchestrator (section 2.4).
+// Throws std::invalid_argument for a null entry or more than one orchestrator (docs/design.md
+// §4.4).
 std::vector<std::shared_ptr<Hook>> fold_training_update_hooks(
     const std::vector<HookEntry>& entries);
 

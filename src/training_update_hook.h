@@ -1,7 +1,7 @@
 // Update hooks: the hooks that shape one optimizer update (gradient accumulation, mixed
 // precision, clipping, spike skipping, EMA). They never register on their own; the strategy folds
 // them into one TrainingUpdateOrchestrator, which runs them by priority, composes their vetoes and
-// threads the loss through them (training-hooks.md sections 2.3-2.5).
+// threads the loss through them (docs/design.md §4.3 and §5).
 #pragma once
 
 #include <torch/types.h>

@@ -30,7 +30,7 @@ std::vector<std::shared_ptr<TrainingUpdateHook>> checked_and_sorted(
           " is registered twice (construct a second instance if two are really wanted)");
     }
   }
-  // Stable: hooks of equal priority keep their registration order (section 2.4).
+  // Stable: hooks of equal priority keep their registration order (docs/design.md §4.4).
   std::stable_sort(hooks.begin(), hooks.end(),
                    [](const auto& a, const auto& b) { return a->priority() < b->priority(); });
   for (std::size_t i = 0; i < hooks.size(); ++i) {
@@ -83,7 +83,7 @@ void TrainingUpdateOrchestrator::operator()(TrainContext& ctx, TrainingStage sta
       for (const auto& hook : hooks_) hook->call(ctx, stage, optimizer_step_skipped_);
       break;
     default:
-      break;  // not an update stage: no child is called (section 3, "any other stage")
+      break;  // not an update stage: no child is called (docs/design.md §5.1)
   }
 }
 
@@ -103,7 +103,7 @@ void TrainingUpdateOrchestrator::run_backward(TrainContext& ctx) {
         "backpropagate");
   }
   // Each child sees the loss the previous one returned, so transforms compose (x0.5 then x4 is
-  // x2) and hooks with a lower priority see the untransformed loss (section 3, DO_BACKWARD).
+  // x2) and hooks with a lower priority see the untransformed loss (docs/design.md §5.3).
   for (const auto& hook : hooks_) {
     UpdateResult result = hook->call(ctx, TrainingStage::DoBackward, /*will_skip=*/false);
     if (!result.loss.defined()) {
@@ -161,7 +161,7 @@ bool TrainingUpdateOrchestrator::step_optimizers_with_context(TrainContext& ctx)
     }
   }
   // A skip of any optimizer makes the whole batch a skipped step, even though the others stepped
-  // (training-hooks.md section 10, quirk 3).
+  // (docs/design.md §5.5).
   return all_stepped;
 }
 

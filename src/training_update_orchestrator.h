@@ -1,7 +1,7 @@
 // The one hook that owns an optimizer update when update hooks are registered: it runs them in
 // priority order, composes their vetoes, threads the loss through them, and itself performs
 // zero_grad, backward (with the data-parallel gradient sum), the optimizer and scheduler steps and
-// the GradScaler step/update (training-hooks.md sections 2.4, 2.5 and 3).
+// the GradScaler step/update (docs/design.md §4.4 and §5).
 #pragma once
 
 #include <torch/optim/optimizer.h>
@@ -27,7 +27,7 @@ class TrainingUpdateOrchestrator final : public Hook {
   explicit TrainingUpdateOrchestrator(std::vector<std::shared_ptr<TrainingUpdateHook>> hooks = {});
 
   // The four update stages; SETUP is forwarded too, because the strategy calls the orchestrator
-  // at SETUP explicitly (section 1.1 step 5).
+  // at SETUP explicitly (docs/design.md §4.4).
   bool runs_on_stage(TrainingStage stage) const override;
   void operator()(TrainContext& ctx, TrainingStage stage) override;
 
@@ -44,10 +44,10 @@ class TrainingUpdateOrchestrator final : public Hook {
 
  private:
   // One veto pass at BEFORE_BATCH or DO_OPTIMIZER_STEP: every child is called (no short-circuit)
-  // with will_skip = "someone before you vetoed"; any false wins (section 2.5).
+  // with will_skip = "someone before you vetoed"; any false wins (docs/design.md §5.2).
   bool run_gated_pass(TrainContext& ctx, TrainingStage stage);
   void run_backward(TrainContext& ctx);
-  // Cases A, B and C of section 3; returns whether the step ran.
+  // Cases A, B and C of docs/design.md §5.4; returns whether the step ran.
   bool step_optimizers_with_context(TrainContext& ctx) const;
 
   std::vector<std::shared_ptr<TrainingUpdateHook>> hooks_;

@@ -1,7 +1,7 @@
 // otf::AutocastRegion: torch.autocast's enter/exit semantics on LibTorch 1.13 (nesting, restore,
-// per-thread state, cast cache), the reference behaviours A1-A13 of shared/reference/amp.md
-// section 4, the CPU float16 emulation (real fp16 rounding, overflow, underflow, gradients) and
-// the force-field pitfalls of amp.md section 5 that the region and its kernels handle.
+// per-thread state, cast cache), the reference behaviours A1-A13 (docs/design.md §7.2), the CPU
+// float16 emulation (real fp16 rounding, overflow, underflow, gradients) and the force-field
+// pitfalls of docs/design.md §7.8 that the region and its kernels handle.
 #include <ATen/autocast_mode.h>
 #include <gtest/gtest.h>
 #include <torch/library.h>
@@ -363,7 +363,7 @@ std::vector<OpCase> lower_precision_cases() {
   };
 }
 
-// Ops outside the list that reach it through mm/bmm/addmm (amp.md 2.2: einsum, tensordot,
+// Ops outside the list that reach it through mm/bmm/addmm (docs/design.md §7.2: einsum, tensordot,
 // nn::Linear end up bf16 on CPU).
 std::vector<OpCase> composite_cases() {
   using Args = std::vector<at::Tensor>;
@@ -559,7 +559,8 @@ TEST_F(AutocastRegionTest, A9DisabledRegionInsideAnEnabledOne) {
       EXPECT_EQ(y.scalar_type(), at::kFloat);
       EXPECT_TRUE(torch::equal(y, torch::mm(x, w.t()))) << precision;
       if (precision == Precision::BFloat16) {
-        // Tensors made earlier keep bf16; mixing them with fp32 weights now fails (amp.md 2.1).
+        // Tensors made earlier keep bf16; mixing them with fp32 weights now fails
+        // (docs/design.md §7.2).
         EXPECT_ANY_THROW(at::linear(before, torch::randn({2, 5})));
       }
     }

@@ -1,6 +1,6 @@
 // Tests of otf::GradScaler against PyTorch's own GradScaler tests (test_cuda.py / test_torch.py
-// grad-scaling tests, _run_scaling_case of common_cuda.py) and the numbers of amp.md section 4,
-// rows G1-G29. Row numbers are given in the comment above each test.
+// grad-scaling tests, _run_scaling_case of common_cuda.py), cases G1-G29 of docs/design.md §7.3.
+// Case labels are given in the comment above each test.
 #include "grad_scaler.h"
 
 #include <ATen/autocast_mode.h>
@@ -404,7 +404,8 @@ TEST(GradScaler, ScaleInitializesLazilyOnFirstCall) {
   EXPECT_TRUE(scaler.scale_tensor().defined());
 }
 
-// amp.md 1.2: a 0-dim bf16 loss times the 0-dim fp32 scale gives fp32; larger bf16 tensors stay.
+// A 0-dim bf16 loss times the 0-dim fp32 scale gives fp32; larger bf16 tensors stay bf16
+// (docs/design.md §7.3).
 TEST(GradScaler, ScaledDtypeFollowsTypePromotion) {
   GradScaler scaler;
   EXPECT_EQ(scaler.scale(full_float({}, 1.0, torch::kBFloat16)).scalar_type(), torch::kFloat);
@@ -506,7 +507,7 @@ TEST(UnscaleKernel, FindsInfOrNaNInAnyGradAndLayout) {
       torch::Tensor found_inf = full_float({1}, 0.0);
       otf::unscale_grads_and_check_finite(grads, inv_scale, found_inf, false);
       EXPECT_EQ(found_inf.item<float>(), 1.0f) << "poison " << poison;
-      // Unscaled even though a non-finite value was found (amp.md 1.3 step 7).
+      // Unscaled even though a non-finite value was found (docs/design.md §7.3).
       EXPECT_EQ(grads[0].index({0, 0}).item<float>(), 1.0f);
       EXPECT_EQ(grads[1].index({0, 0}).item<float>(), 1.0f);
     }
@@ -538,7 +539,7 @@ TEST(UnscaleKernel, MixedDtypesAreUnscaledWhenFp16Allowed) {
   }
 }
 
-// The reduced-precision path multiplies in fp32 and rounds once (amp.md section 3).
+// The reduced-precision path multiplies in fp32 and rounds once (docs/design.md §7.3).
 TEST(UnscaleKernel, ReducedPrecisionGradsAreRoundedOnceFromFp32) {
   torch::manual_seed(3);
   const torch::Tensor inv_scale = full_float({}, 1.0f / 3.0f);
@@ -1048,7 +1049,8 @@ TEST(ScalingCase, Bf16AutocastTrainingStaysCloseToFp32Control) {
       EXPECT_EQ(result.final_scale, 1.0);
     }
     expect_all_close(result.control_parameters, result.scaling_parameters, 1e-5, 1e-2);
-    // bf16 really was used: the result differs from fp32 training (amp.md's prototype: 2.8e-3).
+    // bf16 really was used: the result differs from fp32 training (2.8e-3 in a prototype that
+    // matched PyTorch).
     const double difference =
         max_abs_difference(result.control_parameters, result.scaling_parameters);
     EXPECT_GT(difference, 0.0);

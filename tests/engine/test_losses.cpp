@@ -1,7 +1,7 @@
 // Tests of the energy, force and stress losses and their composition, on small hand-computed
 // tensors: exact values, Huber on both sides of delta, per-atom energies, masks, the rank-split
-// identity used for data parallelism, bf16 predictions against fp32/fp64 targets (amp.md 5,
-// pitfalls 1 and 3), and the errors a user sees.
+// identity used for data parallelism, bf16 predictions against fp32/fp64 targets (docs/design.md
+// §7.8, pitfalls 1 and 3), and the errors a user sees.
 #include "losses.h"
 
 #include <gtest/gtest.h>
@@ -95,7 +95,7 @@ TEST(EnergyLoss, TotalEnergyMseAndHuber) {
   EXPECT_EQ(value(partial.count), 4.0);
 }
 
-// Section 7.1: sum_i N_i ((Ep_i - Et_i) / N_i)^2 / sum_i N_i.
+// docs/design.md §10: sum_i N_i ((Ep_i - Et_i) / N_i)^2 / sum_i N_i.
 TEST(EnergyLoss, PerAtomMseWeightsFramesByAtomCount) {
   const torch::Tensor prediction = tensor({4.0, 9.0}, kDouble);
   const torch::Tensor target = tensor({2.0, 3.0}, kDouble);
@@ -276,7 +276,8 @@ TEST(StressLoss, FullAndVoigtLayouts) {
       {"[frames,3,3] or Voigt [frames,6]"});
 }
 
-// amp.md pitfall 3: mse_loss/huber_loss(bf16, fp32) backward throws in 1.13; ours widen first.
+// mse_loss/huber_loss(bf16, fp32) backward throws in 1.13; ours widen first (docs/design.md
+// §7.8, pitfall 3).
 TEST(MixedDtypes, Bf16PredictionsAgainstWiderTargetsBackpropagate) {
   for (const LossKind kind : {LossKind::MSE, LossKind::Huber}) {
     for (const auto target_dtype : {torch::kFloat, torch::kDouble}) {
@@ -302,8 +303,8 @@ TEST(MixedDtypes, Bf16PredictionsAgainstWiderTargetsBackpropagate) {
   }
 }
 
-// amp.md pitfall 1: 1000 bf16 residuals of 5 have squares summing to 25000, where bf16's spacing
-// is 128; the reduction must run in float32 to give exactly 25.
+// docs/design.md §7.8, pitfall 1: 1000 bf16 residuals of 5 have squares summing to 25000, where
+// bf16's spacing is 128; the reduction must run in float32 to give exactly 25.
 TEST(MixedDtypes, ReductionsRunInFloat32ForBf16Inputs) {
   const torch::Tensor prediction = torch::full({1000, 3}, 5.0, kBFloat16);
   const torch::Tensor target = torch::zeros({1000, 3}, kBFloat16);

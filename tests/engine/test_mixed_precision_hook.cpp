@@ -1,8 +1,7 @@
-// MixedPrecisionHook against its contract (shared/seeds/MixedPrecisionHook.txt) and
-// training-hooks.md section 5, driven through the strategy on CPU (float16 is emulated by
-// AutocastRegion): construction and aliases, autocast scope, the float16 call order with two
-// optimizers, vetoes, a real fp16 overflow, exclusivity, the late-veto hazard, lifecycle and
-// checkpoint state.
+// MixedPrecisionHook against its contract (docs/design.md §7.5 and §7.6), driven through the
+// strategy on CPU (float16 is emulated by AutocastRegion): construction and aliases, autocast
+// scope, the float16 call order with two optimizers, vetoes, a real fp16 overflow, exclusivity,
+// the late-veto hazard, lifecycle and checkpoint state.
 #include <ATen/autocast_mode.h>
 #include <c10/util/Exception.h>
 #include <gtest/gtest.h>
@@ -519,7 +518,7 @@ TEST(MixedPrecisionHookFloat16, RealOverflowSkipsUntilTheScaleFitsThenTrains) {
   }
 }
 
-// ---- The late-veto hazard (training-hooks.md section 5) ----------------------------------------
+// ---- The late-veto hazard (docs/design.md §7.6) ------------------------------------------------
 
 struct AccumulatedRun {
   std::vector<torch::Tensor> weights;

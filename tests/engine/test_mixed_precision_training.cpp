@@ -58,7 +58,7 @@ std::vector<Frame> make_frames(Potential& potential, Network& teacher, int count
 
 torch::Tensor force_training_loss(Network& network, const Potential& potential, const Frame& frame,
                                   Precision precision) {
-  // Forward, forces and loss inside the region; backward outside (the seed's contract).
+  // Forward, forces and loss inside the region; backward outside (docs/design.md §7.7).
   otf::AutocastRegion region(torch::kCPU, precision);
   auto [energy, forces] = potential.energy_and_forces(network, frame.positions);
   const double atoms = static_cast<double>(frame.positions.size(0));

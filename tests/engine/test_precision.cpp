@@ -1,5 +1,5 @@
-// otf::Precision: the one parser every caller uses accepts exactly the seed's spellings
-// (canonical names, fp32/bf16/fp16, optional "torch.", any case, surrounding whitespace) and
+// otf::Precision: the one parser every caller uses accepts exactly the spellings of docs/design.md
+// §7.1 (canonical names, fp32/bf16/fp16, optional "torch.", any case, surrounding whitespace) and
 // rejects everything else with a message that names the value and lists what is accepted.
 #include <gtest/gtest.h>
 #include <torch/torch.h>

@@ -1,5 +1,5 @@
 // TrainingStage: the member order and values the reference snapshots, and the naming invariants
-// of training-hooks.md section 1.
+// of docs/design.md §3.1.
 #include <gtest/gtest.h>
 
 #include <sstream>

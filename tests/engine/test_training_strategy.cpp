@@ -1,6 +1,6 @@
 // TrainingStrategy: stage order, counters, folding of update hooks and every registration rule,
-// lifecycle, train_batch, validation and data parallelism (training-hooks.md sections 1, 2, 4 and
-// the reference's test_strategy.py / test_stages.py, section 8).
+// lifecycle, train_batch, validation and data parallelism (docs/design.md §2-§4 and §6;
+// modelled on the reference's test_strategy.py / test_stages.py).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 

@@ -1,6 +1,6 @@
 // TrainingUpdateOrchestrator driven directly (no strategy): composition, priority order, veto
 // composition, loss chaining, zero_grad/backward ownership and the optimizer-step cases A, B and C
-// of training-hooks.md section 3 (the reference's test_training_update_orchestrator.py, 8.2).
+// of docs/design.md §5.4 (modelled on the reference's test_training_update_orchestrator.py).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 

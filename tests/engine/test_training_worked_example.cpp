@@ -27,7 +27,8 @@ constexpr int64_t kDescriptorFrequencies = 8;
 
 // Atomic energies from smooth per-atom descriptors (sines and cosines of projected positions);
 // the frame energy is their sum and the forces are -dE/dpositions, with the graph kept so that a
-// force loss trains the weights (double backward), as the reference's models do (section 7.3).
+// force loss trains the weights (double backward), as the reference's models do
+// (docs/design.md §7.7).
 struct AtomisticNetwork : torch::nn::Module {
   explicit AtomisticNetwork(const torch::Tensor& frequencies) {
     this->frequencies = register_buffer("frequencies", frequencies.clone());

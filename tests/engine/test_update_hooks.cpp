@@ -1,8 +1,7 @@
 // The update hooks that shape an optimizer step: GradientAccumulationHook (10), GradientClipHook
 // (30) and EmaHook (50), alone and together with MixedPrecisionHook (20), through a real
-// TrainingUpdateOrchestrator and a real TrainingStrategy (training-hooks.md sections 2.3-2.5, 3,
-// 5 "Skip semantics", 6.1 EMAHook and 6.3 GradientClipHook; the reference's test_ema_hook.py,
-// section 8.5).
+// TrainingUpdateOrchestrator and a real TrainingStrategy (docs/design.md §4.3, §5 and §7.5;
+// modelled on the reference's test_ema_hook.py).
 #include <gtest/gtest.h>
 #include <torch/torch.h>
 
@@ -489,7 +488,7 @@ TEST(GradientClipHookFloat16, AnOverflowingOptimizerIsSkippedAndTheOthersStepCli
   // (3 * 65536 / 65536), neither zeroed nor NaN.
   EXPECT_TRUE(torch::equal(fixture.w.detach(), w_before));
   EXPECT_EQ(fixture.w.grad()[0].item<float>(), 3.0f);
-  // It stepped v's optimizer (section 10, quirk 3), on v's gradient clipped to max_norm.
+  // It stepped v's optimizer (docs/design.md §5.5), on v's gradient clipped to max_norm.
   EXPECT_NEAR(fixture.v.grad().item<float>(), 1.3, 1e-6);
   EXPECT_NEAR(fixture.v.item<float>(), 1.0 - 0.5 * 1.3, 1e-6);
 

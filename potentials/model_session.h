@@ -6,8 +6,8 @@
    a LAMMPS error.
 ------------------------------------------------------------------------- */
 
-#ifndef OTF_MODEL_SESSION_H
-#define OTF_MODEL_SESSION_H
+#ifndef OTF_POTENTIALS_MODEL_SESSION_H
+#define OTF_POTENTIALS_MODEL_SESSION_H
 
 #include "atomic_system.h"
 

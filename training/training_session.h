@@ -1,13 +1,8 @@
-/* -*- c++ -*- ----------------------------------------------------------
-   OTF-Torch: the training state of fix otf/train (the engine's strategy,
-   the replay buffer, descriptor statistics) behind a header free of
-   LibTorch, as otf_model_session.h does for the pair style. Every member
-   function throws std::exception with a message meant for the user; most
-   are collective over the communicator given at construction.
-------------------------------------------------------------------------- */
-
-#ifndef OTF_TRAINING_SESSION_H
-#define OTF_TRAINING_SESSION_H
+// The training state of on-the-fly training (the engine's TrainingStrategy, the replay buffer, the
+// statistics phase, validation errors, the committee's force uncertainty) behind a header free of
+// LibTorch, which LAMMPS styles include. Every member function throws std::exception with a
+// message meant for the user; most are collective over the communicator given at construction.
+#pragma once
 
 #include "atomic_system.h"
 
@@ -102,16 +97,20 @@ class TrainingSession {
   // Collective: steps_per_frame optimizer steps on batches drawn from the buffer (none while the
   // statistics are still being gathered or the buffer holds no training frame).
   void train();
-  // Collective: errors of the model on the buffer's validation frames (float32, no autocast).
-  // A plateau learning-rate schedule steps on the validation loss.
+  // Collective: errors of the committee mean on the buffer's validation frames (float32, no
+  // autocast): the report's RMSEs, which the on-the-fly policy compares with its thresholds. A
+  // metric-driven (plateau) schedule steps on the engine's validation loss (TrainingStrategy::
+  // validate) over the same frames.
   void validate();
-  // Collective: the committee's force uncertainty on the frame's owned atoms, per atom
-  // sqrt(mean_k |F_k - mean_k F_k|^2) over the members k (DeePMD's force model deviation),
-  // written to per_owned_atom[system.num_local] (0 for atoms of no element). Returns the maximum
-  // over all ranks. Labels in the frame are not used.
+  // Collective: the committee's force uncertainty on the frame's owned atoms
+  // (otf::committee_vector_deviation of the members' forces), written to
+  // per_owned_atom[system.num_local] (0 for atoms of no element). Returns the maximum over all
+  // ranks. Labels in the frame are not used.
   double force_uncertainty(const FramePart &frame, double *per_owned_atom);
 
   const TrainingReport &report() const { return report_; }
+  // The model being trained (the pair style's, shared).
+  const std::shared_ptr<Potential> &potential() const;
   bool statistics_ready() const;
   // Rank-local FNV-1a hash of every parameter and buffer of the model (replica check).
   uint64_t weights_hash() const;
@@ -122,12 +121,13 @@ class TrainingSession {
   // The training device, e.g. "cpu" or "cuda:0".
   std::string device_name() const;
 
-  // Restart (fix otf/train write_restart/restart). Rank-local. save_state: every parameter and
-  // buffer of the model (descriptor statistics and energy shifts included), the strategy's whole
-  // training state (optimizer moments, GradScaler, counters, RNG, hooks), the statistics phase
-  // and the report. The replay buffer is separate because each rank's part differs.
-  // load_state copies the weights in place into the existing model (the pair style keeps
-  // evaluating the same object); it throws std::exception naming what does not match.
+  // Restart (training/restart_archive.h). Rank-local. save_state: one archive holding the
+  // strategy's whole training state (src/training_checkpoint.h: the model's parameters and
+  // buffers, descriptor statistics and energy shifts included, optimizer moments, GradScaler,
+  // counters, RNG, hooks), the statistics phase, the report and the model's training metadata.
+  // The replay buffer is separate because each rank's part differs. load_state loads into the
+  // existing model object (the pair style keeps evaluating it); it throws std::exception naming
+  // what does not match.
   // with_snapshot: also the weights of the last snapshot_weights() (those the MD forces of the
   // current step came from, when the step was labelled and trained after the force evaluation).
   std::string save_state(bool with_snapshot) const;
@@ -148,5 +148,3 @@ class TrainingSession {
 };
 
 }    // namespace otf
-
-#endif

@@ -1,12 +1,10 @@
-/* ----------------------------------------------------------------------
-   OTF-Torch: the training state of fix otf/train. The only file of the fix
-   that includes LibTorch, the engine (src/) and the potentials layer.
-------------------------------------------------------------------------- */
+#include "training_session.h"
 
-#include "otf_training_session.h"
-
+#include "archive_fields.h"
+#include "committee_deviation.h"
 #include "communicator.h"
 #include "ema_hook.h"
+#include "frame_intake.h"
 #include "gradient_accumulation_hook.h"
 #include "gradient_clip_hook.h"
 #include "kokkos_device.h"
@@ -21,6 +19,7 @@
 #include "potential_training.h"
 #include "precision.h"
 #include "replay_buffer.h"
+#include "statistics_phase.h"
 #include "training_checkpoint.h"
 #include "training_strategy.h"
 
@@ -28,7 +27,6 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstring>
 #include <stdexcept>
 #include <utility>
 
@@ -43,10 +41,7 @@ struct TrainingSession::Impl {
   // Hooks stay entered across train_batch calls (the strategy's Scope).
   std::unique_ptr<TrainingStrategy::Scope> scope;
   Precision precision = Precision::Float32;
-  // Statistics phase: one row per frame ([species] atom counts) and the frame energies.
-  std::vector<torch::Tensor> stats_counts;
-  std::vector<double> stats_energies;
-  bool statistics_ready = false;
+  std::unique_ptr<StatisticsPhase> statistics;
   // The force component of the last loss (this rank's share), captured by the loss function.
   double last_force_component = 0.0;
   double last_other_components = 0.0;
@@ -58,109 +53,25 @@ struct TrainingSession::Impl {
 
 namespace {
 
-// The rank's centres whose energy counts (its owned atoms) as a graph of their own: descriptor
-// moments must count every atom of the frame once over all ranks.
-NeighborGraph owned_centres(const NeighborGraph &graph)
-{
-  const torch::Tensor rows = graph.center_energy_mask.nonzero().squeeze(1);
-  NeighborGraph owned = graph;
-  owned.centers = graph.centers.index_select(0, rows);
-  owned.neighbor_index = graph.neighbor_index.index_select(0, rows);
-  owned.center_frame = graph.center_frame.index_select(0, rows);
-  owned.center_energy_mask = graph.center_energy_mask.index_select(0, rows);
-  return owned;
-}
-
-// The rank's part of a frame as a graph: centres in order (those of ignored species dropped),
-// energies counted for owned centres only, and only the atoms the centres use (the ghost shell
-// is twice the cutoff deep, most of it only there so that ghost centres have complete
-// neighbourhoods). kept[a]: the frame atom that graph atom a is.
-NeighborGraph frame_graph(const FramePart &frame, double cutoff, torch::Tensor *kept)
-{
-  const AtomicSystemView &view = frame.system;
-  NeighborGraph graph = neighbor_graph_from_view(view, cutoff);
-  std::vector<uint8_t> mask;
-  for (int n = 0; n < view.num_centers; ++n)
-    if (view.species[view.centers[n]] >= 0) mask.push_back(frame.center_energy_counts[n] ? 1 : 0);
-  graph.center_energy_mask =
-      torch::tensor(torch::ArrayRef<uint8_t>(mask), torch::kUInt8).to(torch::kBool);
-  return drop_unused_atoms(graph, kept);
-}
-
-// The frame's force owners (FramePart::force_owner) as graph atom indices; undefined without.
-torch::Tensor graph_force_owner(const FramePart &frame, const torch::Tensor &kept)
-{
-  if (!frame.force_owner) return {};
-  const int64_t atoms = kept.size(0);
-  std::vector<int64_t> graph_index(frame.system.num_atoms, -1);
-  const torch::Tensor kept64 = kept.to(torch::kInt64).contiguous();
-  const int64_t *original = kept64.data_ptr<int64_t>();
-  for (int64_t a = 0; a < atoms; ++a) graph_index[original[a]] = a;
-  std::vector<int64_t> owner(atoms);
-  for (int64_t a = 0; a < atoms; ++a) {
-    const int64_t target = graph_index[frame.force_owner[original[a]]];
-    owner[a] = target >= 0 ? target : a;
-  }
-  return torch::tensor(owner, torch::kInt64);
-}
-
-// Little-endian-as-stored byte streams for the restart state (read back by the same build).
-class ByteWriter {
- public:
-  template <typename T> void put(const T &value)
-  {
-    bytes_.append(reinterpret_cast<const char *>(&value), sizeof(T));
-  }
-  void put_bytes(const std::string &value)
-  {
-    put<uint64_t>(value.size());
-    bytes_.append(value);
-  }
-  void put_raw(const void *data, size_t size)
-  {
-    bytes_.append(static_cast<const char *>(data), size);
-  }
-  std::string take() { return std::move(bytes_); }
-
- private:
-  std::string bytes_;
-};
-
-class ByteReader {
- public:
-  explicit ByteReader(const std::string &bytes) : bytes_(bytes) {}
-  template <typename T> T get()
-  {
-    T value;
-    std::memcpy(&value, take(sizeof(T)), sizeof(T));
-    return value;
-  }
-  std::string get_bytes()
-  {
-    const auto size = get<uint64_t>();
-    return std::string(take(size), size);
-  }
-  const char *take(size_t size)
-  {
-    if (size > bytes_.size() - offset_)
-      throw std::runtime_error("the saved training session state is truncated or damaged");
-    const char *data = bytes_.data() + offset_;
-    offset_ += size;
-    return data;
-  }
-  bool done() const { return offset_ == bytes_.size(); }
-
- private:
-  const std::string &bytes_;
-  size_t offset_ = 0;
-};
-
 bool is_whole_number(double value, double least)
 {
   return value >= least && value == std::floor(value) && value < 9.0e15;
 }
 
 // The fix's `lr_schedule <kind> <values...>` as the engine's schedule settings.
+// Frames stacked into one batch with the data-parallel force normaliser: the force components of
+// the batch over every rank.
+TrainingBatch data_parallel_batch(const std::vector<TrainingBatch> &frames,
+                                  Communicator &communicator)
+{
+  TrainingBatch batch = concatenate_frames(frames);
+  torch::Tensor components =
+      (batch.at("force_mask").sum().to(torch::kFloat64) * 3.0).reshape({}).contiguous();
+  communicator.all_reduce_sum({components});
+  batch.set("forces_loss_normalizer", components);
+  return batch;
+}
+
 LRScheduleSettings lr_schedule_settings(LRScheduleKind kind, const std::vector<double> &values)
 {
   auto expect = [&values](size_t least, size_t most, const std::string &usage) {
@@ -206,7 +117,9 @@ LRScheduleSettings lr_schedule_settings(LRScheduleKind kind, const std::vector<d
   return settings;
 }
 
-constexpr uint64_t kSessionStateTag = 0x31534554534f544fULL;    // "OTOSTES1"
+constexpr const char *kStateKind = "otf-torch training session state";
+constexpr int64_t kStateFormat = 1;
+const std::string kStateWhat = "the training session state";
 
 std::vector<torch::Tensor> model_state_tensors(Potential &potential)
 {
@@ -214,6 +127,32 @@ std::vector<torch::Tensor> model_state_tensors(Potential &potential)
   for (const auto &p : potential.parameters()) tensors.push_back(p);
   for (const auto &b : potential.buffers()) tensors.push_back(b);
   return tensors;
+}
+
+// [tensors, 2]: every parameter's and buffer's element count and scalar type, so that a state
+// saved from another model spec is refused before anything is loaded.
+torch::Tensor model_signature(Potential &potential)
+{
+  std::vector<int64_t> signature;
+  for (const torch::Tensor &tensor : model_state_tensors(potential)) {
+    signature.push_back(tensor.numel());
+    signature.push_back(static_cast<int64_t>(tensor.scalar_type()));
+  }
+  return torch::tensor(signature, torch::kInt64).reshape({-1, 2});
+}
+
+void check_model_signature(const torch::Tensor &saved, Potential &potential)
+{
+  const torch::Tensor own = model_signature(potential);
+  if (saved.dim() != 2 || saved.size(0) != own.size(0))
+    throw std::runtime_error("the saved model has " + std::to_string(saved.size(0)) +
+                             " parameters and buffers, this model has " +
+                             std::to_string(own.size(0)) + " (a different model spec?)");
+  for (int64_t i = 0; i < own.size(0); ++i)
+    if (!saved[i].equal(own[i]))
+      throw std::runtime_error("saved model tensor " + std::to_string(i) +
+                               " differs in type or size from this model's (a different model "
+                               "spec?)");
 }
 
 }    // namespace
@@ -323,67 +262,29 @@ TrainingSession::TrainingSession(std::shared_ptr<Potential> potential,
     std::vector<torch::Tensor> state_tensors = model_state_tensors(*s.potential);
     broadcast_parameters(*s.communicator, state_tensors, 0);
   }
-  s.statistics_ready = settings.stats_frames == 0 || s.potential->descriptor_statistics_frozen();
+  s.statistics = std::make_unique<StatisticsPhase>(settings.stats_frames,
+                                                   s.potential->descriptor_statistics_frozen());
 }
 
 TrainingSession::~TrainingSession() = default;
 
 bool TrainingSession::statistics_ready() const
 {
-  return impl_->statistics_ready;
+  return impl_->statistics->ready();
+}
+
+const std::shared_ptr<Potential> &TrainingSession::potential() const
+{
+  return impl_->potential;
 }
 
 void TrainingSession::add_frame(const FramePart &frame)
 {
   Impl &s = *impl_;
-  const AtomicSystemView &view = frame.system;
-  torch::Tensor kept;
-  const NeighborGraph graph = frame_graph(frame, s.potential->cutoff(), &kept);
-
-  FrameLabels labels;
-  labels.energy = frame.energy;
-  labels.atoms_in_frame = frame.atoms_in_frame;
-  torch::Tensor all_forces = torch::zeros({view.num_atoms, 3}, torch::kFloat64);
-  if (view.num_local > 0)
-    all_forces.narrow(0, 0, view.num_local)
-        .copy_(torch::from_blob(const_cast<double *>(frame.owned_forces), {view.num_local, 3},
-                                torch::kFloat64));
-  labels.forces = all_forces.index_select(0, kept);
-  labels.force_mask = kept < view.num_local;
-  labels.force_owner = graph_force_owner(frame, kept);
-  if (s.settings.stress_weight > 0.0) {
-    const auto &w = frame.virial;
-    labels.stress = -torch::tensor({w[0], w[3], w[4], w[3], w[1], w[5], w[4], w[5], w[2]},
-                                   torch::kFloat64)
-                         .reshape({3, 3}) /
-        frame.volume;
-    labels.volume = frame.volume;
-  }
-
-  if (!s.statistics_ready) {
-    const LocalEnvironments env = local_environments(
-        owned_centres(graph).to(s.potential->device()), s.potential->num_species(),
-        s.potential->cutoff(), s.potential->dtype());
-    DescriptorMoments moments = s.potential->descriptor_moments(env);
-    // Reduced over ranks on the host; the normaliser takes them back to the model's device.
-    moments.count = moments.count.to(torch::kFloat64).cpu().contiguous();
-    moments.sum = moments.sum.to(torch::kFloat64).cpu().contiguous();
-    moments.sum_sq = moments.sum_sq.to(torch::kFloat64).cpu().contiguous();
-    s.communicator->all_reduce_sum({moments.count, moments.sum, moments.sum_sq});
-    s.potential->accumulate_descriptor_statistics(moments);
-    s.stats_counts.push_back(moments.count.clone());
-    s.stats_energies.push_back(frame.energy);
-    if (static_cast<int64_t>(s.stats_energies.size()) >= s.settings.stats_frames) {
-      torch::NoGradGuard no_grad;
-      if (!s.potential->energy_shifts_fitted())
-        s.potential->fit_energy_shifts(torch::stack(s.stats_counts),
-                                       torch::tensor(s.stats_energies, torch::kFloat64));
-      s.potential->freeze_descriptor_statistics();
-      s.statistics_ready = true;
-    }
-  }
-
-  s.buffer->add(labelled_frame(graph, labels));
+  const FrameGraph graph = frame_graph(frame, s.potential->cutoff());
+  const FrameLabels labels = frame_labels(frame, graph, s.settings.stress_weight > 0.0);
+  s.statistics->add_frame(*s.potential, graph.graph, frame.energy, *s.communicator);
+  s.buffer->add(labelled_frame(graph.graph, labels));
   s.potential->training_metadata().frames_seen += 1;
   report_.buffer_frames = s.buffer->training_size() + s.buffer->validation_size();
 }
@@ -391,21 +292,16 @@ void TrainingSession::add_frame(const FramePart &frame)
 void TrainingSession::train()
 {
   Impl &s = *impl_;
-  if (!s.statistics_ready || s.buffer->training_size() == 0) return;
+  if (!s.statistics->ready() || s.buffer->training_size() == 0) return;
   if (!s.scope) s.scope = std::make_unique<TrainingStrategy::Scope>(*s.strategy);
   for (int64_t k = 0; k < s.settings.steps_per_frame; ++k) {
-    TrainingBatch batch = concatenate_frames(s.buffer->sample(s.settings.batch_frames));
-    // Data-parallel force normalizer: the force components of the batch over every rank.
-    torch::Tensor components =
-        (batch.at("force_mask").sum().to(torch::kFloat64) * 3.0).reshape({}).contiguous();
-    s.communicator->all_reduce_sum({components});
-    batch.set("forces_loss_normalizer", components);
+    const TrainingBatch batch =
+        data_parallel_batch(s.buffer->sample(s.settings.batch_frames), *s.communicator);
     // Under accumulation only the last batch of a group may step; it is skipped when it does
     // not (float16 overflow).
     const bool may_step = !s.accumulation || s.accumulation->completes_group();
-    const int64_t steps_before = s.strategy->counters().step_count;
-    s.strategy->train_batch(batch);
-    if (may_step && s.strategy->counters().step_count == steps_before) ++report_.skipped_steps;
+    const bool stepped = s.strategy->train_batch(batch);
+    if (may_step && !stepped) ++report_.skipped_steps;
     const double force_total = s.communicator->all_reduce_sum(s.last_force_component);
     report_.last_loss = force_total + s.last_other_components;
   }
@@ -457,15 +353,13 @@ void TrainingSession::validate()
   report_.stress_rmse = stress ? std::sqrt(stress_sq / n) : 0.0;
   report_.validated = true;
 
-  // Every rank holds the same reduced values, so every rank takes the same decision.
+  // A plateau schedule steps on the engine's validation loss over the same frames (the training
+  // loss, member-resolved, in the training precision); every rank reduces the same values, so
+  // every rank takes the same decision.
   const std::vector<LRScheduler *> schedules = s.strategy->lr_schedulers();
   if (report_.optimizer_steps > 0 && !schedules.empty() && schedules.front() &&
-      schedules.front()->is_metric_driven()) {
-    const double loss = s.settings.energy_weight * energy_sq / n +
-        s.settings.force_weight * report_.force_rmse * report_.force_rmse +
-        s.settings.stress_weight * stress_sq / n;
-    schedules.front()->step_with_metric(loss);
-  }
+      schedules.front()->is_metric_driven())
+    s.strategy->validate({data_parallel_batch(frames, *s.communicator)});
 }
 
 double TrainingSession::force_uncertainty(const FramePart &frame, double *per_owned_atom)
@@ -475,19 +369,17 @@ double TrainingSession::force_uncertainty(const FramePart &frame, double *per_ow
   std::fill(per_owned_atom, per_owned_atom + view.num_local, 0.0);
   double local_max = 0.0;
   if (view.num_centers > 0 && s.potential->committee_size() > 1) {
-    torch::Tensor kept;
-    const NeighborGraph graph = frame_graph(frame, s.potential->cutoff(), &kept);
+    const FrameGraph graph = frame_graph(frame, s.potential->cutoff());
     PredictionOptions options;
     options.forces = true;
     options.virial = false;
     options.member_forces = true;
-    const Prediction prediction = predict(*s.potential, graph.to(s.potential->device()), options);
+    const Prediction prediction =
+        predict(*s.potential, graph.graph.to(s.potential->device()), options);
     torch::Tensor members = prediction.member_forces.detach().to(torch::kFloat64).cpu();
-    const torch::Tensor owner = graph_force_owner(frame, kept);
-    if (owner.defined()) members = fold_forces(members, owner);
-    const torch::Tensor spread =
-        (members - members.mean(0, true)).pow(2).sum(-1).mean(0).sqrt().contiguous();
-    const torch::Tensor atoms = kept.to(torch::kInt64).contiguous();
+    if (graph.force_owner.defined()) members = fold_forces(members, graph.force_owner);
+    const torch::Tensor spread = committee_vector_deviation(members).contiguous();
+    const torch::Tensor atoms = graph.kept_atoms.to(torch::kInt64).contiguous();
     const double *values = spread.data_ptr<double>();
     const int64_t *atom = atoms.data_ptr<int64_t>();
     for (int64_t a = 0; a < atoms.numel(); ++a) {
@@ -560,116 +452,98 @@ void TrainingSession::save(const std::string &path) const
 
 std::string TrainingSession::save_state(bool with_snapshot) const
 {
-  Impl &s = *impl_;
-  ByteWriter out;
-  out.put(kSessionStateTag);
-  const std::vector<torch::Tensor> tensors = model_state_tensors(*s.potential);
-  out.put<uint64_t>(tensors.size());
-  for (const torch::Tensor &tensor : tensors) {
-    const torch::Tensor data = tensor.detach().cpu().contiguous();
-    out.put<int32_t>(static_cast<int32_t>(data.scalar_type()));
-    out.put<int64_t>(data.numel());
-    out.put_raw(data.data_ptr(), data.numel() * data.element_size());
-  }
-  out.put_bytes(save_training_state(*s.strategy));
-  out.put<uint8_t>(s.statistics_ready ? 1 : 0);
-  out.put<uint64_t>(s.stats_counts.size());
-  for (const torch::Tensor &row : s.stats_counts) {
-    const torch::Tensor data = row.detach().to(torch::kFloat64).contiguous();
-    out.put<int64_t>(data.numel());
-    out.put_raw(data.data_ptr(), data.numel() * sizeof(double));
-  }
-  out.put<uint64_t>(s.stats_energies.size());
-  for (double e : s.stats_energies) out.put(e);
-  out.put(s.last_force_component);
-  out.put(s.last_other_components);
+  namespace fields = archive_fields;
+  const Impl &s = *impl_;
+  torch::serialize::OutputArchive archive;
+  fields::write_string(archive, "kind", kStateKind);
+  fields::write_int(archive, "format", kStateFormat);
+  // The weights are stored once, inside the engine's training state.
+  archive.write("model/signature", model_signature(*s.potential));
+  fields::write_bytes(archive, "training_state", save_training_state(*s.strategy));
+  s.statistics->save(archive);
+  fields::write_double(archive, "loss/force_component", s.last_force_component);
+  fields::write_double(archive, "loss/other_components", s.last_other_components);
   const TrainingReport &r = report_;
-  for (double v : {r.last_loss, r.energy_rmse_per_atom, r.force_rmse, r.stress_rmse, r.loss_scale})
-    out.put(v);
-  for (int64_t v : {r.skipped_steps, r.optimizer_steps, r.buffer_frames}) out.put(v);
-  out.put<uint8_t>(r.validated ? 1 : 0);
+  archive.write("report/values", torch::tensor({r.last_loss, r.energy_rmse_per_atom, r.force_rmse,
+                                                r.stress_rmse, r.loss_scale}, torch::kFloat64));
+  archive.write("report/counts", torch::tensor({r.skipped_steps, r.optimizer_steps,
+                                                r.buffer_frames, int64_t{r.validated}}, torch::kInt64));
   const TrainingMetadata &metadata = s.potential->training_metadata();
-  out.put(metadata.optimizer_steps);
-  out.put(metadata.frames_seen);
-  out.put_bytes(metadata.precision);
-  const bool snapshot = with_snapshot && s.snapshot.size() == tensors.size();
-  out.put<uint8_t>(snapshot ? 1 : 0);
+  fields::write_int(archive, "metadata/optimizer_steps", metadata.optimizer_steps);
+  fields::write_int(archive, "metadata/frames_seen", metadata.frames_seen);
+  fields::write_string(archive, "metadata/precision", metadata.precision);
+  // The weights this step's MD forces came from, when the step trained after computing them.
+  const size_t model_tensors = model_state_tensors(*s.potential).size();
+  const bool snapshot = with_snapshot && s.snapshot.size() == model_tensors;
+  fields::write_int(archive, "snapshot/count", snapshot ? static_cast<int64_t>(model_tensors) : 0);
   if (snapshot)
-    for (const torch::Tensor &tensor : s.snapshot)
-      out.put_raw(tensor.data_ptr(), tensor.numel() * tensor.element_size());
-  return out.take();
+    for (size_t i = 0; i < s.snapshot.size(); ++i)
+      archive.write("snapshot/" + std::to_string(i), s.snapshot[i]);
+  return fields::to_bytes(archive);
 }
 
 void TrainingSession::load_state(const std::string &bytes)
 {
+  namespace fields = archive_fields;
   Impl &s = *impl_;
-  ByteReader in(bytes);
-  if (in.get<uint64_t>() != kSessionStateTag)
+  torch::serialize::InputArchive archive;
+  fields::from_bytes(archive, bytes, kStateWhat);
+  c10::IValue kind;
+  if (!archive.try_read("kind", kind) || !kind.isString() || kind.toStringRef() != kStateKind)
     throw std::runtime_error("not an OTF-Torch training session state");
-  std::vector<torch::Tensor> tensors = model_state_tensors(*s.potential);
-  const auto count = in.get<uint64_t>();
-  if (count != tensors.size())
-    throw std::runtime_error("the saved model has " + std::to_string(count) +
-                             " parameters and buffers, this model has " +
-                             std::to_string(tensors.size()) + " (a different model spec?)");
-  std::vector<torch::Tensor> saved;
-  for (size_t i = 0; i < tensors.size(); ++i) {
-    const auto type = static_cast<torch::ScalarType>(in.get<int32_t>());
-    const auto numel = in.get<int64_t>();
-    if (type != tensors[i].scalar_type() || numel != tensors[i].numel())
+  const int64_t format = fields::read_int(archive, "format", kStateWhat);
+  if (format > kStateFormat)
+    throw std::runtime_error("the training session state has format " + std::to_string(format) +
+                             ", newer than this OTF-Torch reads (" + std::to_string(kStateFormat) +
+                             "); update OTF-Torch");
+  check_model_signature(fields::read_tensor(archive, "model/signature", kStateWhat), *s.potential);
+  const std::string training_state = fields::read_bytes(archive, "training_state", kStateWhat);
+  StatisticsPhase statistics(s.settings.stats_frames, false);
+  statistics.load(archive, kStateWhat);
+  const double last_force = fields::read_double(archive, "loss/force_component", kStateWhat);
+  const double last_other = fields::read_double(archive, "loss/other_components", kStateWhat);
+  const torch::Tensor values = fields::read_tensor(archive, "report/values", kStateWhat).contiguous();
+  const torch::Tensor counts = fields::read_tensor(archive, "report/counts", kStateWhat).contiguous();
+  if (values.numel() != 5 || values.scalar_type() != torch::kFloat64 || counts.numel() != 4 ||
+      counts.scalar_type() != torch::kInt64)
+    throw std::runtime_error(kStateWhat + ": the saved report has the wrong size");
+  TrainingReport r;
+  const double *value = values.data_ptr<double>();
+  r.last_loss = value[0];
+  r.energy_rmse_per_atom = value[1];
+  r.force_rmse = value[2];
+  r.stress_rmse = value[3];
+  r.loss_scale = value[4];
+  const int64_t *count = counts.data_ptr<int64_t>();
+  r.skipped_steps = count[0];
+  r.optimizer_steps = count[1];
+  r.validated = count[3] != 0;
+  TrainingMetadata metadata = s.potential->training_metadata();
+  metadata.optimizer_steps = fields::read_int(archive, "metadata/optimizer_steps", kStateWhat);
+  metadata.frames_seen = fields::read_int(archive, "metadata/frames_seen", kStateWhat);
+  metadata.precision = fields::read_string(archive, "metadata/precision", kStateWhat);
+  const std::vector<torch::Tensor> tensors = model_state_tensors(*s.potential);
+  const int64_t snapshot_count = fields::read_int(archive, "snapshot/count", kStateWhat);
+  if (snapshot_count != 0 && snapshot_count != static_cast<int64_t>(tensors.size()))
+    throw std::runtime_error(kStateWhat + ": the weight snapshot has " +
+                             std::to_string(snapshot_count) + " tensors, the model " +
+                             std::to_string(tensors.size()));
+  std::vector<torch::Tensor> snapshot;
+  for (int64_t i = 0; i < snapshot_count; ++i) {
+    torch::Tensor tensor = fields::read_tensor(archive, "snapshot/" + std::to_string(i), kStateWhat);
+    const torch::Tensor &live = tensors[static_cast<size_t>(i)];
+    if (tensor.scalar_type() != live.scalar_type() || !tensor.sizes().equals(live.sizes()))
       throw std::runtime_error("saved model tensor " + std::to_string(i) +
                                " differs in type or size from this model's (a different model "
                                "spec?)");
-    const size_t size = static_cast<size_t>(numel) * tensors[i].element_size();
-    saved.push_back(torch::from_blob(const_cast<char *>(in.take(size)), tensors[i].sizes(),
-                                     torch::TensorOptions().dtype(type))
-                        .clone());
+    snapshot.push_back(tensor.contiguous());
   }
-  const std::string training_state = in.get_bytes();
-  const bool statistics_ready = in.get<uint8_t>() != 0;
-  std::vector<torch::Tensor> stats_counts;
-  for (auto rows = in.get<uint64_t>(); rows > 0; --rows) {
-    const auto numel = in.get<int64_t>();
-    stats_counts.push_back(
-        torch::from_blob(const_cast<char *>(in.take(numel * sizeof(double))), {numel},
-                         torch::kFloat64)
-            .clone());
-  }
-  std::vector<double> stats_energies(in.get<uint64_t>());
-  for (double &e : stats_energies) e = in.get<double>();
-  const double last_force = in.get<double>();
-  const double last_other = in.get<double>();
-  TrainingReport r;
-  for (double *v : {&r.last_loss, &r.energy_rmse_per_atom, &r.force_rmse, &r.stress_rmse,
-                    &r.loss_scale})
-    *v = in.get<double>();
-  for (int64_t *v : {&r.skipped_steps, &r.optimizer_steps, &r.buffer_frames})
-    *v = in.get<int64_t>();
-  r.validated = in.get<uint8_t>() != 0;
-  TrainingMetadata metadata = s.potential->training_metadata();
-  metadata.optimizer_steps = in.get<int64_t>();
-  metadata.frames_seen = in.get<int64_t>();
-  metadata.precision = in.get_bytes();
-  std::vector<torch::Tensor> snapshot;
-  if (in.get<uint8_t>() != 0)
-    for (const torch::Tensor &tensor : tensors)
-      snapshot.push_back(
-          torch::from_blob(const_cast<char *>(in.take(tensor.numel() * tensor.element_size())),
-                           tensor.sizes(), torch::TensorOptions().dtype(tensor.scalar_type()))
-              .clone());
-  if (!in.done()) throw std::runtime_error("the saved training session state has trailing bytes");
 
-  // Everything parsed: now change the session. The strategy's loader builds its optimizers over
-  // the model's parameters; the weights are then copied in place (the pair keeps its model).
+  // Everything parsed: now change the session. The strategy's loader loads the weights into the
+  // model the pair style evaluates and builds its optimizers over them.
   s.scope.reset();
   load_training_state(*s.strategy, training_state);
-  {
-    torch::NoGradGuard no_grad;
-    for (size_t i = 0; i < tensors.size(); ++i) tensors[i].copy_(saved[i]);
-  }
-  s.statistics_ready = statistics_ready;
-  s.stats_counts = std::move(stats_counts);
-  s.stats_energies = std::move(stats_energies);
+  *s.statistics = std::move(statistics);
   s.last_force_component = last_force;
   s.last_other_components = last_other;
   s.potential->training_metadata() = metadata;

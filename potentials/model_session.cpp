@@ -3,7 +3,7 @@
    plugin's pair style that includes LibTorch and the potentials layer.
 ------------------------------------------------------------------------- */
 
-#include "otf_model_session.h"
+#include "model_session.h"
 
 #include "model_file.h"
 #include "potential.h"

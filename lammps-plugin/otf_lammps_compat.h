@@ -1,0 +1,58 @@
+/* -*- c++ -*- ----------------------------------------------------------
+   OTF-Torch: the one place where the plugin's styles meet parts of the
+   LAMMPS API that differ between LAMMPS releases (neighbour-list requests,
+   reverse communication). The styles call these helpers and never test a
+   LAMMPS version themselves. This build targets LAMMPS 29 Sep 2021 (the
+   neighbour-request API before the March 2022 refactor: requests are made
+   with Neighbor::request and configured through Neighbor::requests[]).
+------------------------------------------------------------------------- */
+
+#ifndef LMP_OTF_LAMMPS_COMPAT_H
+#define LMP_OTF_LAMMPS_COMPAT_H
+
+#include "comm.h"
+#include "neigh_request.h"
+#include "neighbor.h"
+
+namespace LAMMPS_NS {
+namespace otf_compat {
+
+// Requests made so far (for styles that request lists inside another style's init()).
+inline int neighbor_request_count(Neighbor *neighbor)
+{
+  return neighbor->nrequest;
+}
+
+// Every request from `first` on gets its own cutoff: `cutoff` plus the neighbour skin.
+inline void set_request_cutoffs_from(Neighbor *neighbor, int first, double cutoff)
+{
+  for (int i = first; i < neighbor->nrequest; i++) {
+    neighbor->requests[i]->cut = 1;
+    neighbor->requests[i]->cutoff = cutoff + neighbor->skin;
+  }
+}
+
+// A full neighbour list for a pair style (owned atoms only), returned for further settings.
+inline NeighRequest *request_full_pair_list(Neighbor *neighbor, void *requestor, int instance)
+{
+  NeighRequest *request = neighbor->requests[neighbor->request(requestor, instance)];
+  request->half = 0;
+  request->full = 1;
+  return request;
+}
+
+// A full neighbour list for a fix, with neighbour rows for the ghost atoms too when `ghost`.
+inline void request_full_fix_list(Neighbor *neighbor, void *requestor, int instance, bool ghost)
+{
+  NeighRequest *request = neighbor->requests[neighbor->request(requestor, instance)];
+  request->pair = 0;
+  request->fix = 1;
+  request->half = 0;
+  request->full = 1;
+  request->ghost = ghost ? 1 : 0;
+}
+
+}    // namespace otf_compat
+}    // namespace LAMMPS_NS
+
+#endif

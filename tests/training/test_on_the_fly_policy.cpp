@@ -1,0 +1,211 @@
+// The on-the-fly policy on its own: who drives, when a label or an uncertainty check is due, the
+// hand-over and take-over rules, repeated setup() steps and the restart of its state.
+#include <gtest/gtest.h>
+
+#include <stdexcept>
+#include <string>
+
+#include "on_the_fly_policy.h"
+
+namespace otf {
+namespace {
+
+PolicySettings auto_settings() {
+  PolicySettings s;
+  s.mode = DriveMode::Auto;
+  s.label_every = 5;
+  s.check_every = 10;
+  s.hand_over_force_rmse = 0.1;
+  s.label_uncertainty = 0.3;
+  s.take_over_uncertainty = 0.8;
+  return s;
+}
+
+void expect_invalid(const PolicySettings& settings, const std::string& fragment) {
+  try {
+    check_policy_settings(settings);
+    FAIL() << "accepted settings that should name: " << fragment;
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+TEST(OnTheFlyPolicy, DriveModesParseAndPrint) {
+  for (const DriveMode mode : {DriveMode::Reference, DriveMode::Model, DriveMode::Auto})
+    EXPECT_EQ(parse_drive_mode(to_string(mode)), mode);
+  try {
+    parse_drive_mode("both");
+    FAIL();
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("unknown drive 'both'"), std::string::npos);
+    EXPECT_NE(std::string(e.what()).find("reference, model or auto"), std::string::npos);
+  }
+}
+
+TEST(OnTheFlyPolicy, SettingsOutOfRangeAreNamed) {
+  PolicySettings s;
+  s.label_every = 0;
+  expect_invalid(s, "every must be >= 1");
+  s = PolicySettings{};
+  s.mode = DriveMode::Auto;
+  expect_invalid(s, "drive auto needs thresholds");
+  s = auto_settings();
+  s.take_over_uncertainty = 0.2;
+  expect_invalid(s, "uncertainty <= take_over");
+  s = PolicySettings{};
+  s.check_every = 3;
+  expect_invalid(s, "apply to drive auto only");
+  s = PolicySettings{};
+  s.hand_over_force_rmse = 0.1;
+  expect_invalid(s, "apply to drive auto only");
+  EXPECT_THROW(OnTheFlyPolicy{s}, std::invalid_argument);
+  EXPECT_NO_THROW(check_policy_settings(auto_settings()));
+}
+
+TEST(OnTheFlyPolicy, FixedModesLabelOnScheduleAndNeverSwitch) {
+  for (const DriveMode mode : {DriveMode::Reference, DriveMode::Model}) {
+    PolicySettings s;
+    s.mode = mode;
+    s.label_every = 3;
+    OnTheFlyPolicy policy(s);
+    const bool reference = mode == DriveMode::Reference;
+    EXPECT_EQ(policy.reference_drives(), reference);
+    int labels = 0, reference_force_steps = 0;
+    for (int64_t step = 0; step <= 12; ++step) {
+      const StepPlan plan = policy.plan_step(step);
+      EXPECT_EQ(plan.label, step % 3 == 0) << "step " << step;
+      EXPECT_FALSE(plan.check);
+      EXPECT_EQ(plan.reference_forces, reference && step % 3 != 0) << "step " << step;
+      labels += plan.label;
+      reference_force_steps += plan.reference_forces;
+      // Perfect errors never hand over in a fixed mode.
+      EXPECT_FALSE(policy.after_label(true, 0.0, 0.0));
+      EXPECT_EQ(policy.reference_drives(), reference);
+    }
+    EXPECT_EQ(labels, 5);
+    EXPECT_EQ(reference_force_steps, reference ? 8 : 0);
+    EXPECT_EQ(policy.state().model_driven_steps, reference ? 0 : 13);
+  }
+}
+
+TEST(OnTheFlyPolicy, AutoHandsOverOnlyWhenValidatedAndBothCriteriaHold) {
+  OnTheFlyPolicy policy(auto_settings());
+  EXPECT_TRUE(policy.reference_drives());
+  ASSERT_TRUE(policy.plan_step(0).label);
+  EXPECT_FALSE(policy.after_label(false, 0.01, 0.01));   // not validated yet
+  ASSERT_TRUE(policy.plan_step(5).label);
+  EXPECT_FALSE(policy.after_label(true, 0.2, 0.01));     // force error too large
+  ASSERT_TRUE(policy.plan_step(10).label);
+  EXPECT_FALSE(policy.after_label(true, 0.05, 0.3));     // uncertainty not below the threshold
+  EXPECT_TRUE(policy.reference_drives());
+  ASSERT_TRUE(policy.plan_step(15).label);
+  EXPECT_TRUE(policy.after_label(true, 0.05, 0.29));
+  EXPECT_FALSE(policy.reference_drives());
+  EXPECT_EQ(policy.state().model_driven_steps, 0);        // step 15 was driven by the reference
+}
+
+TEST(OnTheFlyPolicy, AutoModelPhaseChecksOnCadenceLabelsAndTakesOver) {
+  OnTheFlyPolicy policy(auto_settings());
+  policy.plan_step(0);
+  ASSERT_TRUE(policy.after_label(true, 0.01, 0.01));
+  int checks = 0;
+  for (int64_t step = 1; step <= 29; ++step) {
+    const StepPlan plan = policy.plan_step(step);
+    EXPECT_FALSE(plan.label) << "the model phase labels only checked configurations";
+    EXPECT_FALSE(plan.reference_forces);
+    EXPECT_EQ(plan.check, step % 10 == 0) << "step " << step;
+    if (!plan.check) continue;
+    ++checks;
+    const CheckOutcome calm = policy.after_check(step, 0.3);   // at the threshold: no label
+    EXPECT_FALSE(calm.label);
+  }
+  EXPECT_EQ(checks, 2);
+  EXPECT_EQ(policy.state().model_driven_steps, 29);
+
+  ASSERT_TRUE(policy.plan_step(30).check);
+  const CheckOutcome uncertain = policy.after_check(30, 0.5);
+  EXPECT_TRUE(uncertain.label);
+  EXPECT_FALSE(uncertain.reference_takes_over);
+  EXPECT_FALSE(policy.reference_drives());
+  EXPECT_EQ(policy.state().last_labelled_step, 30);
+  EXPECT_EQ(policy.state().model_phase_labels, 1);
+
+  ASSERT_TRUE(policy.plan_step(40).check);
+  const CheckOutcome lost = policy.after_check(40, 0.9);
+  EXPECT_TRUE(lost.label);
+  EXPECT_TRUE(lost.reference_takes_over);
+  EXPECT_TRUE(policy.reference_drives());
+  EXPECT_EQ(policy.state().model_phase_labels, 2);
+  // The reference drives again: forces every step, labels every label_every steps.
+  const StepPlan next = policy.plan_step(41);
+  EXPECT_TRUE(next.reference_forces);
+  EXPECT_FALSE(next.check);
+  EXPECT_TRUE(policy.plan_step(45).label);
+}
+
+TEST(OnTheFlyPolicy, ARepeatedStepIsNeitherCountedNorLabelledTwice) {
+  PolicySettings s;
+  s.mode = DriveMode::Model;
+  s.label_every = 2;
+  OnTheFlyPolicy policy(s);
+  const StepPlan first = policy.plan_step(4);
+  EXPECT_TRUE(first.label);
+  EXPECT_FALSE(first.repeated_step);
+  const StepPlan again = policy.plan_step(4);    // setup() of the next run
+  EXPECT_TRUE(again.repeated_step);
+  EXPECT_FALSE(again.label);
+  EXPECT_EQ(policy.state().model_driven_steps, 1);
+
+  OnTheFlyPolicy automatic(auto_settings());
+  automatic.plan_step(0);
+  automatic.after_label(true, 0.0, 0.0);
+  EXPECT_TRUE(automatic.plan_step(10).check);
+  EXPECT_FALSE(automatic.plan_step(10).check);
+}
+
+TEST(OnTheFlyPolicy, RestoredStateContinuesExactly) {
+  OnTheFlyPolicy original(auto_settings());
+  OnTheFlyPolicy copy(auto_settings());
+  for (int64_t step = 0; step <= 60; ++step) {
+    const StepPlan plan = original.plan_step(step);
+    if (plan.label) original.after_label(true, step >= 20 ? 0.01 : 1.0, 0.1);
+    if (plan.check) original.after_check(step, step == 50 ? 0.9 : 0.5);
+  }
+  copy.restore(original.state());
+  for (int64_t step = 61; step <= 120; ++step) {
+    const StepPlan a = original.plan_step(step), b = copy.plan_step(step);
+    EXPECT_EQ(a.label, b.label);
+    EXPECT_EQ(a.check, b.check);
+    EXPECT_EQ(a.reference_forces, b.reference_forces);
+    if (a.label) {
+      EXPECT_EQ(original.after_label(true, 0.01, 0.1), copy.after_label(true, 0.01, 0.1));
+    }
+    if (a.check) {
+      const CheckOutcome x = original.after_check(step, 0.5), y = copy.after_check(step, 0.5);
+      EXPECT_EQ(x.label, y.label);
+    }
+  }
+  const PolicyState& a = original.state();
+  const PolicyState& b = copy.state();
+  EXPECT_EQ(a.reference_drives, b.reference_drives);
+  EXPECT_EQ(a.last_labelled_step, b.last_labelled_step);
+  EXPECT_EQ(a.last_checked_step, b.last_checked_step);
+  EXPECT_EQ(a.model_driven_steps, b.model_driven_steps);
+  EXPECT_EQ(a.model_phase_labels, b.model_phase_labels);
+  EXPECT_GT(a.model_phase_labels, 0);
+}
+
+TEST(OnTheFlyPolicy, AFixedModeGivenAgainKeepsItsOwnDriver) {
+  PolicyState saved;
+  saved.reference_drives = false;   // an auto run whose model drove
+  saved.last_labelled_step = 40;
+  PolicySettings s;
+  s.mode = DriveMode::Reference;
+  OnTheFlyPolicy policy(s);
+  policy.restore(saved);
+  EXPECT_TRUE(policy.reference_drives());
+  EXPECT_EQ(policy.state().last_labelled_step, 40);
+}
+
+}  // namespace
+}  // namespace otf

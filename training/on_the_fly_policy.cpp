@@ -1,0 +1,97 @@
+#include "on_the_fly_policy.h"
+
+#include <stdexcept>
+
+namespace otf {
+
+DriveMode parse_drive_mode(const std::string& text) {
+  if (text == "reference") return DriveMode::Reference;
+  if (text == "model") return DriveMode::Model;
+  if (text == "auto") return DriveMode::Auto;
+  throw std::invalid_argument("unknown drive '" + text + "' (expected reference, model or auto)");
+}
+
+std::string to_string(DriveMode mode) {
+  switch (mode) {
+    case DriveMode::Reference: return "reference";
+    case DriveMode::Model: return "model";
+    case DriveMode::Auto: return "auto";
+  }
+  return "unknown";
+}
+
+void check_policy_settings(const PolicySettings& s) {
+  if (s.label_every < 1) throw std::invalid_argument("every must be >= 1");
+  if (s.check_every < 0) throw std::invalid_argument("check_every must be >= 1");
+  const bool thresholds_given = s.hand_over_force_rmse > 0.0 || s.label_uncertainty > 0.0 ||
+                                s.take_over_uncertainty > 0.0;
+  if (s.mode == DriveMode::Auto) {
+    if (!thresholds_given)
+      throw std::invalid_argument(
+          "drive auto needs thresholds <force_rmse> <uncertainty> <take_over> (force units), "
+          "e.g. thresholds 0.1 0.15 0.5");
+    if (!(s.hand_over_force_rmse > 0.0 && s.label_uncertainty > 0.0 &&
+          s.take_over_uncertainty >= s.label_uncertainty))
+      throw std::invalid_argument(
+          "thresholds <force_rmse> <uncertainty> <take_over> need force_rmse > 0 and 0 < "
+          "uncertainty <= take_over");
+  } else if (thresholds_given || s.check_every > 0) {
+    throw std::invalid_argument("thresholds and check_every apply to drive auto only");
+  }
+}
+
+OnTheFlyPolicy::OnTheFlyPolicy(PolicySettings settings) : settings_(settings) {
+  check_policy_settings(settings_);
+  if (settings_.check_every == 0) settings_.check_every = settings_.label_every;
+  // Auto starts with the reference driving, until the model is good enough.
+  state_.reference_drives = settings_.mode != DriveMode::Model;
+}
+
+StepPlan OnTheFlyPolicy::plan_step(int64_t step) {
+  StepPlan plan;
+  const bool model_drives = !state_.reference_drives;
+  plan.repeated_step = step == state_.last_counted_step;
+  if (!plan.repeated_step) {
+    state_.last_counted_step = step;
+    if (model_drives) ++state_.model_driven_steps;
+  }
+  // The fixed modes and auto's reference phase label on schedule; auto's model phase checks the
+  // uncertainty on schedule and labels only what is uncertain.
+  const bool checking = settings_.mode == DriveMode::Auto && model_drives;
+  plan.label = !checking && step % settings_.label_every == 0 && step != state_.last_labelled_step;
+  plan.check = checking && step % settings_.check_every == 0 && step != state_.last_checked_step;
+  plan.reference_forces = state_.reference_drives && !plan.label;
+  if (plan.label) state_.last_labelled_step = step;
+  if (plan.check) state_.last_checked_step = step;
+  return plan;
+}
+
+bool OnTheFlyPolicy::after_label(bool validated, double validation_force_rmse,
+                                 double max_uncertainty) {
+  if (settings_.mode != DriveMode::Auto || !state_.reference_drives || !validated) return false;
+  if (validation_force_rmse < settings_.hand_over_force_rmse &&
+      max_uncertainty < settings_.label_uncertainty) {
+    state_.reference_drives = false;
+    return true;
+  }
+  return false;
+}
+
+CheckOutcome OnTheFlyPolicy::after_check(int64_t step, double max_uncertainty) {
+  CheckOutcome outcome;
+  if (max_uncertainty <= settings_.label_uncertainty) return outcome;
+  outcome.label = true;
+  state_.last_labelled_step = step;
+  ++state_.model_phase_labels;
+  outcome.reference_takes_over = max_uncertainty > settings_.take_over_uncertainty;
+  state_.reference_drives = outcome.reference_takes_over;
+  return outcome;
+}
+
+void OnTheFlyPolicy::restore(const PolicyState& state) {
+  const bool reference_drives = state_.reference_drives;
+  state_ = state;
+  if (settings_.mode != DriveMode::Auto) state_.reference_drives = reference_drives;
+}
+
+}  // namespace otf

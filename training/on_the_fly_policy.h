@@ -1,0 +1,90 @@
+// Who drives the MD and when the reference is asked for a label: the on-the-fly (active-learning)
+// policy of fix otf/train as a small state machine (docs/design.md §9). It sees only step numbers,
+// the validation force error and the committee's force uncertainty; it never touches atoms, the
+// model or the reference, so it is tested on its own (tests/training/test_on_the_fly_policy.cpp).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+namespace otf {
+
+enum class DriveMode { Reference, Model, Auto };
+// "reference" | "model" | "auto"; throws std::invalid_argument listing them.
+DriveMode parse_drive_mode(const std::string& text);
+std::string to_string(DriveMode mode);
+
+struct PolicySettings {
+  DriveMode mode = DriveMode::Model;
+  // Label (and train) every label_every steps while the reference drives, and always in the
+  // fixed modes.
+  int64_t label_every = 10;
+  // drive auto: while the model drives, the uncertainty is checked every check_every steps
+  // (0: label_every).
+  int64_t check_every = 0;
+  // drive auto: the model takes over at a labelled step once the validation force RMSE is below
+  // hand_over_force_rmse and the largest force uncertainty below label_uncertainty; while it
+  // drives, a checked configuration above label_uncertainty is labelled, and above
+  // take_over_uncertainty the reference drives again. Force units of the MD run.
+  double hand_over_force_rmse = 0.0;
+  double label_uncertainty = 0.0;
+  double take_over_uncertainty = 0.0;
+};
+
+// Throws std::invalid_argument naming the setting that is out of range.
+void check_policy_settings(const PolicySettings& settings);
+
+// What a restart must carry for the policy to continue exactly.
+struct PolicyState {
+  bool reference_drives = false;
+  int64_t last_labelled_step = -1;
+  int64_t last_checked_step = -1;
+  int64_t last_counted_step = -1;  // the last step counted (a repeated setup() step is not)
+  int64_t model_driven_steps = 0;
+  int64_t model_phase_labels = 0;  // labels asked for while the model drove
+};
+
+// What to do on one MD step, decided before anything is evaluated.
+struct StepPlan {
+  // The step was already seen (setup() of a later run evaluates it again).
+  bool repeated_step = false;
+  // The reference drives and this step is not labelled: it only supplies the MD forces.
+  bool reference_forces = false;
+  // Label this configuration and train on it.
+  bool label = false;
+  // drive auto with the model driving: measure the uncertainty, then ask check_outcome().
+  bool check = false;
+};
+
+struct CheckOutcome {
+  bool label = false;                  // uncertainty above label_uncertainty
+  bool reference_takes_over = false;   // above take_over_uncertainty: the reference drives now
+};
+
+class OnTheFlyPolicy {
+ public:
+  explicit OnTheFlyPolicy(PolicySettings settings);
+
+  // Counts the step and plans it. A step is labelled or checked at most once.
+  StepPlan plan_step(int64_t step);
+  // After training on a labelled step: under drive auto, hands the MD to the model when both
+  // criteria hold. Returns true when it did.
+  bool after_label(bool validated, double validation_force_rmse, double max_uncertainty);
+  // After measuring the uncertainty on a checked step; a label it asks for is counted and marks
+  // the step labelled. With reference_takes_over, the reference drives from this step on (its
+  // label's forces move the atoms).
+  CheckOutcome after_check(int64_t step, double max_uncertainty);
+
+  bool reference_drives() const { return state_.reference_drives; }
+  const PolicySettings& settings() const { return settings_; }
+  const PolicyState& state() const { return state_; }
+  // Restores a saved state. Who drives is taken from it only under drive auto: a fixed mode
+  // given again keeps its own choice.
+  void restore(const PolicyState& state);
+
+ private:
+  PolicySettings settings_;
+  PolicyState state_;
+};
+
+}  // namespace otf

@@ -1,0 +1,217 @@
+#include "on_the_fly_trainer.h"
+
+#include <climits>
+#include <cstdio>
+#include <exception>
+#include <utility>
+#include <vector>
+
+#include "rank_agreement.h"
+
+namespace otf {
+namespace {
+
+std::string formatted(const char* format, double a, double b, double c, double d) {
+  char text[256];
+  std::snprintf(text, sizeof(text), format, a, b, c, d);
+  return text;
+}
+
+}  // namespace
+
+template <typename Body> void OnTheFlyTrainer::agreed(const std::string& what, Body&& body) {
+  const std::string failure = first_failure_on_any_rank(world_, std::forward<Body>(body));
+  if (!failure.empty()) throw TrainingError(what + ": " + failure);
+}
+
+OnTheFlyTrainer::OnTheFlyTrainer(std::shared_ptr<Potential> potential,
+                                 const TrainerSettings& settings, Reference& reference,
+                                 MPI_Comm world, TrainerMessages messages) :
+    settings_(settings),
+    reference_(reference),
+    world_(world),
+    messages_(std::move(messages)),
+    policy_(settings.policy) {
+  MPI_Comm_rank(world_, &rank_);
+  MPI_Comm_size(world_, &ranks_);
+  if (settings_.save_every > 0 && settings_.save_path.empty())
+    throw TrainingError("save_every needs a file: save <path>");
+  agreed("cannot set up training", [&] {
+    session_ = std::make_unique<TrainingSession>(std::move(potential), settings_.session, world_);
+  });
+}
+
+OnTheFlyTrainer::~OnTheFlyTrainer() = default;
+
+void OnTheFlyTrainer::on_step(int64_t step, MdFrameSource& md) {
+  const StepPlan plan = policy_.plan_step(step);
+  if (plan.reference_forces) {
+    reference_.label(md.reference_configuration(), ReferenceUse::Drive);
+    // setup() repeats the call of a step already seen: counted once.
+    if (!plan.repeated_step) ++counters_.reference_calls;
+  }
+  if (plan.label) {
+    const FramePart frame = md.describe_frame();
+    label_and_train(step, frame, md);
+    measure_uncertainty(frame, md);
+    const TrainingReport& report = session_->report();
+    if (policy_.after_label(report.validated, report.force_rmse, counters_.max_uncertainty) &&
+        rank_ == 0 && messages_.log)
+      messages_.log("step " + std::to_string(step) +
+                    formatted(": the model drives (validation force RMSE %.4g < %.4g, force "
+                              "uncertainty %.4g < %.4g)",
+                              report.force_rmse, settings_.policy.hand_over_force_rmse,
+                              counters_.max_uncertainty, settings_.policy.label_uncertainty));
+  }
+  if (plan.check) {
+    const FramePart frame = md.describe_frame();
+    measure_uncertainty(frame, md);
+    const CheckOutcome outcome = policy_.after_check(step, counters_.max_uncertainty);
+    if (outcome.reference_takes_over && rank_ == 0 && messages_.log)
+      messages_.log("step " + std::to_string(step) +
+                    formatted(": force uncertainty %.4g > %.4g: the reference drives until the "
+                              "model is good enough again",
+                              counters_.max_uncertainty, settings_.policy.take_over_uncertainty,
+                              0.0, 0.0));
+    if (outcome.label) label_and_train(step, frame, md);
+  }
+  if (settings_.save_every > 0 && step % settings_.save_every == 0 &&
+      step != counters_.last_saved_step)
+    save_model(step, "save_every");
+}
+
+void OnTheFlyTrainer::end_of_run(int64_t step) {
+  if (!settings_.save_path.empty() && counters_.last_saved_step != step)
+    save_model(step, "end of run");
+}
+
+void OnTheFlyTrainer::label_and_train(int64_t step, const FramePart& frame, MdFrameSource& md) {
+  const ReferenceUse use =
+      policy_.reference_drives() ? ReferenceUse::Drive : ReferenceUse::Label;
+  const ReferenceLabel label = reference_.label(md.reference_configuration(), use);
+  ++counters_.reference_calls;
+
+  FramePart labelled = frame;
+  labelled.owned_forces = label.owned_forces.data();
+  labelled.energy = label.energy;
+  labelled.virial = label.virial;
+  agreed("training on step " + std::to_string(step), [&] {
+    const auto expected = static_cast<std::size_t>(3 * frame.system.num_local);
+    if (label.owned_forces.size() != expected)
+      throw std::runtime_error("the reference " + reference_.description() + " returned " +
+                               std::to_string(label.owned_forces.size()) +
+                               " force components for " +
+                               std::to_string(frame.system.num_local) + " owned atoms");
+    // The weights this step's forces came from, for a restart file written on this step.
+    session_->snapshot_weights();
+    session_->add_frame(labelled);
+    session_->train();
+    session_->validate();
+  });
+  check_replicas(step);
+}
+
+void OnTheFlyTrainer::measure_uncertainty(const FramePart& frame, MdFrameSource& md) {
+  agreed("measuring the force uncertainty", [&] {
+    counters_.max_uncertainty = session_->force_uncertainty(frame, md.force_uncertainty_per_atom());
+  });
+}
+
+void OnTheFlyTrainer::check_replicas(int64_t step) {
+  const unsigned long long hash = session_->weights_hash();
+  unsigned long long low = 0, high = 0;
+  MPI_Allreduce(&hash, &low, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, world_);
+  MPI_Allreduce(&hash, &high, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, world_);
+  counters_.replicas_differ = low != high;
+  if (counters_.replicas_differ && rank_ == 0 && messages_.warn)
+    messages_.warn("the model replicas differ across ranks on step " + std::to_string(step));
+}
+
+void OnTheFlyTrainer::save_model(int64_t step, const char* why) {
+  std::string message;
+  if (rank_ == 0) {
+    try {
+      session_->save(settings_.save_path);
+    } catch (std::exception& e) {
+      message = e.what();
+      if (message.empty()) message = "unknown error";
+    }
+  }
+  broadcast_bytes(message, 0, world_);
+  if (!message.empty()) throw TrainingError("cannot save the model: " + message);
+  counters_.last_saved_step = step;
+  if (rank_ == 0 && messages_.log)
+    messages_.log("step " + std::to_string(step) + ": model saved to " + settings_.save_path +
+                  " (" + why + ", " + std::to_string(session_->report().optimizer_steps) +
+                  " optimizer steps)");
+}
+
+std::string OnTheFlyTrainer::save_restart(int64_t step) {
+  TrainerRestart restart;
+  std::string buffer;
+  agreed("cannot save the training state for the restart file", [&] {
+    restart.session = session_->save_state(policy_.state().last_labelled_step == step);
+    buffer = session_->save_buffer_state();
+    if (buffer.size() > static_cast<std::size_t>(INT_MAX))
+      throw std::runtime_error("the replay buffer is too large for a restart file");
+  });
+  // Every rank's replay buffer part, gathered to rank 0.
+  int size = static_cast<int>(buffer.size());
+  std::vector<int> sizes(static_cast<std::size_t>(ranks_), 0), offsets(sizes.size(), 0);
+  MPI_Gather(&size, 1, MPI_INT, sizes.data(), 1, MPI_INT, 0, world_);
+  long long total = 0;
+  for (int p = 0; p < ranks_; ++p) {
+    offsets[static_cast<std::size_t>(p)] = static_cast<int>(total);
+    total += sizes[static_cast<std::size_t>(p)];
+  }
+  int too_large = rank_ == 0 && total > INT_MAX ? 1 : 0;
+  MPI_Bcast(&too_large, 1, MPI_INT, 0, world_);
+  if (too_large) throw TrainingError("the replay buffers are too large for a restart file");
+  std::string all_buffers(rank_ == 0 ? static_cast<std::size_t>(total) : 0, '\0');
+  MPI_Gatherv(buffer.data(), size, MPI_CHAR, &all_buffers[0], sizes.data(), offsets.data(),
+              MPI_CHAR, 0, world_);
+  if (rank_ != 0) return {};
+  for (int p = 0; p < ranks_; ++p)
+    restart.rank_buffers.push_back(all_buffers.substr(
+        static_cast<std::size_t>(offsets[static_cast<std::size_t>(p)]),
+        static_cast<std::size_t>(sizes[static_cast<std::size_t>(p)])));
+  restart.policy = policy_.state();
+  restart.counters = counters_;
+  return encode_restart(restart);
+}
+
+std::string OnTheFlyTrainer::load_restart(const TrainerRestart& restart) {
+  policy_.restore(restart.policy);
+  counters_ = restart.counters;
+  // Written before the fix's first run: counters only.
+  if (restart.session.empty()) return "fix state restored from the restart file (no training yet)";
+  agreed("cannot restore the training state from the restart file", [&] {
+    session_->load_state(restart.session);
+    // Until setup() has evaluated this step's forces (finish_restart_setup()).
+    swap_back_after_setup_ = session_->swap_snapshot_weights();
+    if (!swap_back_after_setup_) session_->clear_snapshot();
+  });
+  const int written_ranks = static_cast<int>(restart.rank_buffers.size());
+  if (written_ranks == ranks_) {
+    agreed("cannot restore the replay buffer from the restart file", [&] {
+      session_->load_buffer_state(restart.rank_buffers[static_cast<std::size_t>(rank_)]);
+    });
+  } else if (rank_ == 0 && messages_.warn) {
+    messages_.warn("the restart file was written by " + std::to_string(written_ranks) +
+                   " MPI ranks, this run has " + std::to_string(ranks_) +
+                   ": the replay buffer (each rank's part of the frames) is dropped and starts "
+                   "empty; the model and training state are restored");
+  }
+  return "training state restored from the restart file (" +
+         std::to_string(session_->report().optimizer_steps) + " optimizer steps, " +
+         std::to_string(session_->report().buffer_frames) + " frames in the replay buffer)";
+}
+
+void OnTheFlyTrainer::finish_restart_setup() {
+  if (!swap_back_after_setup_) return;
+  swap_back_after_setup_ = false;
+  session_->swap_snapshot_weights();
+  session_->clear_snapshot();
+}
+
+}  // namespace otf

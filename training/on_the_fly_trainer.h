@@ -1,0 +1,105 @@
+// On-the-fly training, one MD step at a time: the policy decides (on_the_fly_policy.h), the
+// reference labels (reference.h), the training session learns (training_session.h); the MD code
+// only supplies the configuration (MdFrameSource) and reports what it is told. Models are saved
+// atomically on schedule, and the whole state goes into one restart archive (restart_archive.h).
+// No LibTorch or LAMMPS types in this header.
+#pragma once
+
+#include <mpi.h>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <stdexcept>
+#include <string>
+
+#include "on_the_fly_policy.h"
+#include "reference.h"
+#include "restart_archive.h"
+#include "training_session.h"
+
+namespace otf {
+
+// What the MD code provides on the steps that need it. Borrowed data stays valid until the next
+// call.
+class MdFrameSource {
+ public:
+  virtual ~MdFrameSource() = default;
+  // The rank's part of the current configuration (centres, neighbours), without labels.
+  virtual FramePart describe_frame() = 0;
+  // The rank's owned atoms, for the reference.
+  virtual ReferenceConfiguration reference_configuration() = 0;
+  // Where the per-atom force uncertainty of the owned atoms goes ([num_local]).
+  virtual double* force_uncertainty_per_atom() = 0;
+};
+
+// A failure of training, the same on every rank (already agreed over the communicator), so the
+// MD code may stop every rank with it.
+class TrainingError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+struct TrainerSettings {
+  TrainingSessionSettings session;
+  PolicySettings policy;
+  std::string save_path;       // empty: no model file
+  int64_t save_every = 0;      // 0: at the end of a run only
+};
+
+// Rank 0 prints what it is given; the MD code routes it to its log and warnings.
+struct TrainerMessages {
+  std::function<void(const std::string&)> log;
+  std::function<void(const std::string&)> warn;
+};
+
+class OnTheFlyTrainer {
+ public:
+  // Collective. Throws TrainingError for settings the engine rejects.
+  OnTheFlyTrainer(std::shared_ptr<Potential> potential, const TrainerSettings& settings,
+                  Reference& reference, MPI_Comm world, TrainerMessages messages);
+  ~OnTheFlyTrainer();
+  OnTheFlyTrainer(const OnTheFlyTrainer&) = delete;
+  OnTheFlyTrainer& operator=(const OnTheFlyTrainer&) = delete;
+
+  // Collective: everything one MD step needs (reference forces, labels, training, uncertainty
+  // checks, hand-overs, scheduled saves). Call after the MD forces of the step are computed.
+  void on_step(int64_t step, MdFrameSource& md);
+  // Collective: saves the model at the end of a run (unless saved on this step).
+  void end_of_run(int64_t step);
+
+  // Collective: the restart archive, complete on rank 0 (every rank's replay buffer part is
+  // gathered there); other ranks get an empty string. `step` is the current step.
+  std::string save_restart(int64_t step);
+  // Collective, the same bytes on every rank. Throws RestartFormatError or TrainingError.
+  // Returns a line for the log.
+  std::string load_restart(const TrainerRestart& restart);
+
+  const TrainingSession& session() const { return *session_; }
+  const OnTheFlyPolicy& policy() const { return policy_; }
+  const TrainerCounters& counters() const { return counters_; }
+  bool reference_drives() const { return policy_.reference_drives(); }
+  // The weights the restarted step's forces came from are in the model until setup() has
+  // evaluated them; this puts the trained ones back (no-op otherwise).
+  void finish_restart_setup();
+
+ private:
+  void label_and_train(int64_t step, const FramePart& frame, MdFrameSource& md);
+  void measure_uncertainty(const FramePart& frame, MdFrameSource& md);
+  void check_replicas(int64_t step);
+  void save_model(int64_t step, const char* why);
+  template <typename Body> void agreed(const std::string& what, Body&& body);
+
+  TrainerSettings settings_;
+  Reference& reference_;
+  MPI_Comm world_;
+  int rank_ = 0;
+  int ranks_ = 1;
+  TrainerMessages messages_;
+  std::unique_ptr<TrainingSession> session_;
+  OnTheFlyPolicy policy_;
+  TrainerCounters counters_;
+  bool swap_back_after_setup_ = false;
+};
+
+}  // namespace otf

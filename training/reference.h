@@ -1,0 +1,49 @@
+// The reference a model learns from: "label this configuration: energy, forces, virial". A
+// LAMMPS pair style is one implementation (lammps-plugin/pair_style_reference.h); an ab initio
+// code behind a socket is another kind. The on-the-fly trainer decides when to call it; the MD
+// code only supplies the configuration. No LibTorch or LAMMPS types.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace otf {
+
+// The current configuration, as one MD rank holds it (borrowed for the call). Owned atoms only:
+// a reference that needs the whole frame gathers it over the ranks.
+struct ReferenceConfiguration {
+  int64_t step = 0;
+  int num_local = 0;
+  const double* positions = nullptr;  // [num_local][3]
+  const int* types = nullptr;         // [num_local], the MD code's 1-based types
+  const int64_t* ids = nullptr;       // [num_local], global atom ids (1-based)
+  int64_t atoms_in_frame = 0;         // over all ranks
+  // The periodic cell: its edge vectors as rows (a, b, c) and its lower corner, in MD units.
+  std::array<double, 9> cell{};
+  std::array<double, 3> origin{};
+};
+
+// The reference's answer, in the MD code's units.
+struct ReferenceLabel {
+  double energy = 0.0;                // of the whole frame
+  std::array<double, 6> virial{};     // of the whole frame: xx yy zz xy xz yz (energy units)
+  std::vector<double> owned_forces;   // [num_local][3]: on this rank's owned atoms
+};
+
+// Label: the label is all that is wanted, the MD forces of the step stay as they are.
+// Drive: the reference drives this step, its forces become the MD forces as well.
+enum class ReferenceUse { Label, Drive };
+
+class Reference {
+ public:
+  virtual ~Reference() = default;
+  // For log lines, e.g. "pair_style sw".
+  virtual std::string description() const = 0;
+  // Collective over the MD ranks. Errors are reported by the implementation in the MD code's
+  // way (a LAMMPS error) or thrown as std::exception with a message for the user.
+  virtual ReferenceLabel label(const ReferenceConfiguration& configuration, ReferenceUse use) = 0;
+};
+
+}  // namespace otf

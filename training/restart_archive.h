@@ -1,0 +1,49 @@
+// The one restart format of fix otf/train: a tag and a format number, then one archive (the
+// engine's encoding, src/training_checkpoint.h) with the policy's state, the trainer's counters,
+// the training session's state (the weights stored once, inside it) and every rank's part of the
+// replay buffer. Versions 1 and 2 (hand-written byte streams of OTF-Torch 0.1) are recognised and
+// refused with a message saying what to do. No LibTorch in this header.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "on_the_fly_policy.h"
+
+namespace otf {
+
+constexpr uint32_t kRestartFormat = 3;
+
+struct TrainerCounters {
+  int64_t reference_calls = 0;
+  int64_t last_saved_step = -1;
+  double max_uncertainty = 0.0;  // at the last measurement
+  bool replicas_differ = false;
+};
+
+struct TrainerRestart {
+  PolicyState policy;
+  TrainerCounters counters;
+  std::string session;                    // TrainingSession::save_state(); empty: none yet
+  std::vector<std::string> rank_buffers;  // ReplayBuffer state of every rank that wrote it
+};
+
+// A restart file's fix otf/train data that this build cannot use; the message says why and what
+// to do.
+class RestartFormatError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// The blob: the tag "OTFTRAIN", the format (uint32), the archive's length (uint64), the archive.
+std::string encode_restart(const TrainerRestart& restart);
+// The whole blob's size from its header (LAMMPS hands a fix its restart bytes without their
+// count). Throws RestartFormatError when the data does not start with the tag.
+std::size_t restart_blob_size(const char* data);
+// Throws RestartFormatError for another kind of data, an old or newer format, or damaged bytes.
+TrainerRestart decode_restart(const char* data, std::size_t size);
+
+}  // namespace otf

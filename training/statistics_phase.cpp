@@ -1,0 +1,63 @@
+#include "statistics_phase.h"
+
+#include <string>
+
+#include "archive_fields.h"
+#include "frame_intake.h"
+
+namespace otf {
+
+StatisticsPhase::StatisticsPhase(int64_t frames_needed, bool already_frozen) :
+    frames_needed_(frames_needed), ready_(frames_needed == 0 || already_frozen) {}
+
+void StatisticsPhase::add_frame(Potential& potential, const NeighborGraph& graph,
+                                double frame_energy, Communicator& communicator) {
+  if (ready_) return;
+  const LocalEnvironments env =
+      local_environments(owned_centres(graph).to(potential.device()), potential.num_species(),
+                         potential.cutoff(), potential.dtype());
+  DescriptorMoments moments = potential.descriptor_moments(env);
+  // Reduced over ranks on the host; the normaliser takes them back to the model's device.
+  moments.count = moments.count.to(torch::kFloat64).cpu().contiguous();
+  moments.sum = moments.sum.to(torch::kFloat64).cpu().contiguous();
+  moments.sum_sq = moments.sum_sq.to(torch::kFloat64).cpu().contiguous();
+  communicator.all_reduce_sum({moments.count, moments.sum, moments.sum_sq});
+  potential.accumulate_descriptor_statistics(moments);
+  counts_.push_back(moments.count.clone());
+  energies_.push_back(frame_energy);
+  if (static_cast<int64_t>(energies_.size()) < frames_needed_) return;
+  torch::NoGradGuard no_grad;
+  if (!potential.energy_shifts_fitted())
+    potential.fit_energy_shifts(torch::stack(counts_), torch::tensor(energies_, torch::kFloat64));
+  potential.freeze_descriptor_statistics();
+  ready_ = true;
+}
+
+void StatisticsPhase::save(torch::serialize::OutputArchive& archive) const {
+  archive_fields::write_int(archive, "statistics/ready", ready_ ? 1 : 0);
+  archive_fields::write_int(archive, "statistics/frames", static_cast<int64_t>(energies_.size()));
+  if (energies_.empty()) return;
+  archive.write("statistics/counts", torch::stack(counts_));
+  archive.write("statistics/energies", torch::tensor(energies_, torch::kFloat64));
+}
+
+void StatisticsPhase::load(torch::serialize::InputArchive& archive, const std::string& what) {
+  const bool ready = archive_fields::read_int(archive, "statistics/ready", what) != 0;
+  const int64_t frames = archive_fields::read_int(archive, "statistics/frames", what);
+  std::vector<torch::Tensor> counts;
+  std::vector<double> energies;
+  if (frames > 0) {
+    const torch::Tensor stacked = archive_fields::read_tensor(archive, "statistics/counts", what);
+    const torch::Tensor values =
+        archive_fields::read_tensor(archive, "statistics/energies", what).contiguous();
+    if (stacked.size(0) != frames || values.numel() != frames)
+      throw std::runtime_error(what + ": the statistics phase's frames do not match their count");
+    for (int64_t f = 0; f < frames; ++f) counts.push_back(stacked[f].clone());
+    energies.assign(values.data_ptr<double>(), values.data_ptr<double>() + frames);
+  }
+  ready_ = ready;
+  counts_ = std::move(counts);
+  energies_ = std::move(energies);
+}
+
+}  // namespace otf
