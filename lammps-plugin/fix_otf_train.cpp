@@ -16,6 +16,7 @@
 
 #include "fix_otf_train.h"
 
+#include "lammps_md_arrays.h"
 #include "model_session.h"
 #include "on_the_fly_trainer.h"
 #include "otf_lammps_compat.h"
@@ -70,19 +71,8 @@ class FixOTFTrain::FrameSource : public otf::MdFrameSource {
   otf::FramePart describe_frame() override
   {
     Atom *atom = fix_.atom;
-    NeighList *list = fix_.list_;
-    otf::MdAtoms atoms;
-    atoms.num_local = atom->nlocal;
-    atoms.num_ghost = atom->nghost;
-    atoms.positions = atom->x[0];
-    atoms.types = atom->type;
-    otf::MdNeighborList neighbors;
-    neighbors.inum = list->inum;
-    neighbors.gnum = list->gnum;
-    neighbors.ilist = list->ilist;
-    neighbors.numneigh = list->numneigh;
-    neighbors.row_pointers = list->firstneigh;
-    neighbors.index_mask = NEIGHMASK;
+    const otf::MdAtoms atoms = md_atoms(atom);
+    const otf::MdNeighborList neighbors = md_neighbor_list(fix_.list_);
     otf::FramePart frame;
     frame.system = fix_.fold_images_
         ? fix_.adaptor_.owned_centres_folding_images(atoms, neighbors, atom->tag)

@@ -35,7 +35,9 @@ inline void set_request_cutoffs_from(Neighbor *neighbor, int first, double cutof
 // A full neighbour list for a pair style (owned atoms only), returned for further settings.
 inline NeighRequest *request_full_pair_list(Neighbor *neighbor, void *requestor, int instance)
 {
-  NeighRequest *request = neighbor->requests[neighbor->request(requestor, instance)];
+  // The index first: request() may reallocate the requests array.
+  const int index = neighbor->request(requestor, instance);
+  NeighRequest *request = neighbor->requests[index];
   request->half = 0;
   request->full = 1;
   return request;
@@ -44,7 +46,8 @@ inline NeighRequest *request_full_pair_list(Neighbor *neighbor, void *requestor,
 // A full neighbour list for a fix, with neighbour rows for the ghost atoms too when `ghost`.
 inline void request_full_fix_list(Neighbor *neighbor, void *requestor, int instance, bool ghost)
 {
-  NeighRequest *request = neighbor->requests[neighbor->request(requestor, instance)];
+  const int index = neighbor->request(requestor, instance);
+  NeighRequest *request = neighbor->requests[index];
   request->pair = 0;
   request->fix = 1;
   request->half = 0;

@@ -11,6 +11,7 @@
 
 #include "pair_otf.h"
 
+#include "lammps_md_arrays.h"
 #include "model_session.h"
 #include "otf_lammps_compat.h"
 #include "rank_agreement.h"
@@ -292,20 +293,8 @@ void PairOTF::compute(int eflag, int vflag)
         for (int k = 0; k < 6; k++) vatom[i][k] = 0.0;
   }
 
-  otf::MdAtoms atoms;
-  atoms.num_local = nlocal;
-  atoms.num_ghost = atom->nghost;
-  atoms.positions = atom->x[0];
-  atoms.types = atom->type;
-  otf::MdNeighborList neighbors;
-  neighbors.inum = list->inum;
-  neighbors.ilist = list->ilist;
-  neighbors.numneigh = list->numneigh;
-  neighbors.row_pointers = list->firstneigh;
-  neighbors.index_mask = NEIGHMASK;
-  evaluate_listed_centres(atoms, neighbors, atom->f[0], eflag_atom ? eatom : nullptr,
-                          vflag_atom ? vatom[0] : nullptr);
-
+  evaluate_listed_centres(md_atoms(atom), md_neighbor_list(list), atom->f[0],
+                          eflag_atom ? eatom : nullptr, vflag_atom ? vatom[0] : nullptr);
   if (!force->newton) comm->reverse_comm_pair(this);
 }
 

@@ -1,8 +1,3 @@
-/* ----------------------------------------------------------------------
-   OTF-Torch: the model a LAMMPS style evaluates. The only file of the
-   plugin's pair style that includes LibTorch and the potentials layer.
-------------------------------------------------------------------------- */
-
 #include "model_session.h"
 
 #include "model_file.h"

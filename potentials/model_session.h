@@ -1,11 +1,7 @@
-/* -*- c++ -*- ----------------------------------------------------------
-   OTF-Torch: the model a LAMMPS style evaluates (loaded weights, the
-   inference evaluator and its options) behind a header free of LibTorch, so
-   that LAMMPS styles compile without torch headers. Every function throws
-   std::exception with a message meant for the user; the styles turn it into
-   a LAMMPS error.
-------------------------------------------------------------------------- */
-
+// The model a LAMMPS style evaluates (loaded weights, the inference evaluators and their options)
+// behind a header free of LibTorch, so that LAMMPS styles compile without torch headers. Every
+// function throws std::exception with a message meant for the user; the styles turn it into a
+// LAMMPS error.
 #ifndef OTF_POTENTIALS_MODEL_SESSION_H
 #define OTF_POTENTIALS_MODEL_SESSION_H
 

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <vector>
 
+#include "committee_deviation.h"
 #include "potential_test_support.h"
 
 namespace otf::testing {
@@ -47,7 +48,7 @@ double force_spread(Potential& model, const std::vector<Frame>& frames) {
     const Prediction p = predict(model, frame.graph, options);
     torch::Tensor members = torch::stack(
         [&] { std::vector<torch::Tensor> f; for (int64_t m = 0; m < p.member_forces.size(0); ++m) f.push_back(fold(p.member_forces[m], frame)); return f; }());
-    const torch::Tensor deviation = (members - members.mean(0)).pow(2).sum(-1).mean(0).sqrt();
+    const torch::Tensor deviation = committee_vector_deviation(members);
     total += deviation.sum().item<double>();
     atoms += frame.num_local;
   }
