@@ -19,6 +19,7 @@
 #include "lammps_md_arrays.h"
 #include "model_session.h"
 #include "on_the_fly_trainer.h"
+#include "keyword_values.h"
 #include "otf_lammps_compat.h"
 #include "pair_otf.h"
 #include "pair_style_reference.h"
@@ -33,6 +34,7 @@
 #include "error.h"
 #include "force.h"
 #include "memory.h"
+#include "modify.h"
 #include "neigh_list.h"
 #include "neighbor.h"
 #include "update.h"
@@ -55,7 +57,7 @@ const char *const kSyntax =
 const char *const kKeywords =
     "precision, every, steps_per_frame, batch, lr, optimizer, weights, buffer, validation, "
     "seed, clip, scale_init, scale_growth, scale_backoff, scale_interval, save, save_every, "
-    "stats_frames, drive, thresholds, check_every, lr_schedule, accumulate, ema";
+    "stats_frames, drive, thresholds, check_every, lr_schedule, accumulate, ema, max_skips";
 constexpr int kVectorSize = 15;
 
 }    // namespace
@@ -196,23 +198,19 @@ void FixOTFTrain::parse_keywords(int narg, char **arg, int iarg)
       iarg += 2;
     } else if (keyword == "every") {
       value(1);
-      policy.label_every = utils::inumeric(FLERR, arg[iarg + 1], false, lmp);
-      if (policy.label_every < 1) error->all(FLERR, "fix otf/train: every must be >= 1");
+      policy.label_every = otf_keywords::integer_value(lmp, "fix otf/train", keyword, arg[iarg + 1], 1, INT_MAX);
       iarg += 2;
     } else if (keyword == "steps_per_frame") {
       value(1);
-      s.steps_per_frame = utils::inumeric(FLERR, arg[iarg + 1], false, lmp);
-      if (s.steps_per_frame < 0) error->all(FLERR, "fix otf/train: steps_per_frame must be >= 0");
+      s.steps_per_frame = otf_keywords::integer_value(lmp, "fix otf/train", keyword, arg[iarg + 1], 0, 100000);
       iarg += 2;
     } else if (keyword == "batch") {
       value(1);
-      s.batch_frames = utils::inumeric(FLERR, arg[iarg + 1], false, lmp);
-      if (s.batch_frames < 1) error->all(FLERR, "fix otf/train: batch must be >= 1 frame");
+      s.batch_frames = otf_keywords::integer_value(lmp, "fix otf/train", keyword, arg[iarg + 1], 1, 100000);
       iarg += 2;
     } else if (keyword == "lr") {
       value(1);
-      s.learning_rate = utils::numeric(FLERR, arg[iarg + 1], false, lmp);
-      if (!(s.learning_rate >= 0.0)) error->all(FLERR, "fix otf/train: lr must be >= 0");
+      s.learning_rate = otf_keywords::real_value(lmp, "fix otf/train", keyword, arg[iarg + 1], 0.0, 1e30);
       iarg += 2;
     } else if (keyword == "optimizer") {
       value(1);
@@ -221,17 +219,16 @@ void FixOTFTrain::parse_keywords(int narg, char **arg, int iarg)
       iarg += 2;
     } else if (keyword == "weights") {
       value(3);
-      s.energy_weight = utils::numeric(FLERR, arg[iarg + 1], false, lmp);
-      s.force_weight = utils::numeric(FLERR, arg[iarg + 2], false, lmp);
-      s.stress_weight = utils::numeric(FLERR, arg[iarg + 3], false, lmp);
+      s.energy_weight = otf_keywords::real_value(lmp, "fix otf/train", "weights E", arg[iarg + 1], 0.0, 1e30);
+      s.force_weight = otf_keywords::real_value(lmp, "fix otf/train", "weights F", arg[iarg + 2], 0.0, 1e30);
+      s.stress_weight = otf_keywords::real_value(lmp, "fix otf/train", "weights S", arg[iarg + 3], 0.0, 1e30);
       if (s.energy_weight < 0.0 || s.force_weight < 0.0 || s.stress_weight < 0.0 ||
           s.energy_weight + s.force_weight + s.stress_weight <= 0.0)
         error->all(FLERR, "fix otf/train: weights E F S must be >= 0 and not all 0");
       iarg += 4;
     } else if (keyword == "buffer") {
       value(1);
-      s.buffer_frames = utils::inumeric(FLERR, arg[iarg + 1], false, lmp);
-      if (s.buffer_frames < 1) error->all(FLERR, "fix otf/train: buffer must be >= 1 frame");
+      s.buffer_frames = otf_keywords::integer_value(lmp, "fix otf/train", keyword, arg[iarg + 1], 1, 100000000);
       iarg += 2;
     } else if (keyword == "validation") {
       value(1);
@@ -242,24 +239,19 @@ void FixOTFTrain::parse_keywords(int narg, char **arg, int iarg)
       iarg += 2;
     } else if (keyword == "seed") {
       value(1);
-      const int seed = utils::inumeric(FLERR, arg[iarg + 1], false, lmp);
-      if (seed < 0) error->all(FLERR, "fix otf/train: seed must be >= 0");
-      s.seed = static_cast<uint64_t>(seed);
+      s.seed = static_cast<uint64_t>(otf_keywords::integer_value(lmp, "fix otf/train", keyword, arg[iarg + 1], 0, INT_MAX));
       iarg += 2;
     } else if (keyword == "clip") {
       value(1);
-      s.clip_max_norm = utils::numeric(FLERR, arg[iarg + 1], false, lmp);
-      if (s.clip_max_norm < 0.0) error->all(FLERR, "fix otf/train: clip must be >= 0 (0: off)");
+      s.clip_max_norm = otf_keywords::real_value(lmp, "fix otf/train", keyword, arg[iarg + 1], 0.0, 1e30);
       iarg += 2;
     } else if (keyword == "scale_init") {
       value(1);
-      s.scale_init = utils::numeric(FLERR, arg[iarg + 1], false, lmp);
-      if (!(s.scale_init > 0.0)) error->all(FLERR, "fix otf/train: scale_init must be > 0");
+      s.scale_init = otf_keywords::real_value(lmp, "fix otf/train", keyword, arg[iarg + 1], 0.0, 1e30, true);
       iarg += 2;
     } else if (keyword == "scale_growth") {
       value(1);
-      s.scale_growth = utils::numeric(FLERR, arg[iarg + 1], false, lmp);
-      if (!(s.scale_growth > 1.0)) error->all(FLERR, "fix otf/train: scale_growth must be > 1");
+      s.scale_growth = otf_keywords::real_value(lmp, "fix otf/train", keyword, arg[iarg + 1], 1.0, 1e6, true);
       iarg += 2;
     } else if (keyword == "scale_backoff") {
       value(1);
@@ -269,17 +261,15 @@ void FixOTFTrain::parse_keywords(int narg, char **arg, int iarg)
       iarg += 2;
     } else if (keyword == "scale_interval") {
       value(1);
-      s.scale_interval = utils::inumeric(FLERR, arg[iarg + 1], false, lmp);
-      if (s.scale_interval < 1) error->all(FLERR, "fix otf/train: scale_interval must be >= 1");
+      s.scale_interval = otf_keywords::integer_value(lmp, "fix otf/train", keyword, arg[iarg + 1], 1, INT_MAX);
       iarg += 2;
     } else if (keyword == "save") {
       value(1);
-      settings_->save_path = arg[iarg + 1];
+      settings_->save_path = otf_keywords::word_value(lmp, "fix otf/train", keyword, arg[iarg + 1]);
       iarg += 2;
     } else if (keyword == "save_every") {
       value(1);
-      settings_->save_every = utils::bnumeric(FLERR, arg[iarg + 1], false, lmp);
-      if (settings_->save_every < 0) error->all(FLERR, "fix otf/train: save_every must be >= 0");
+      settings_->save_every = otf_keywords::integer_value(lmp, "fix otf/train", keyword, arg[iarg + 1], 0, 1000000000000000000LL);
       iarg += 2;
     } else if (keyword == "drive") {
       value(1);
@@ -293,9 +283,9 @@ void FixOTFTrain::parse_keywords(int narg, char **arg, int iarg)
       iarg += 2;
     } else if (keyword == "thresholds") {
       value(3);
-      policy.hand_over_force_rmse = utils::numeric(FLERR, arg[iarg + 1], false, lmp);
-      policy.label_uncertainty = utils::numeric(FLERR, arg[iarg + 2], false, lmp);
-      policy.take_over_uncertainty = utils::numeric(FLERR, arg[iarg + 3], false, lmp);
+      policy.hand_over_force_rmse = otf_keywords::real_value(lmp, "fix otf/train", "thresholds <force_rmse>", arg[iarg + 1], 0.0, 1e30, true);
+      policy.label_uncertainty = otf_keywords::real_value(lmp, "fix otf/train", "thresholds <uncertainty>", arg[iarg + 2], 0.0, 1e30, true);
+      policy.take_over_uncertainty = otf_keywords::real_value(lmp, "fix otf/train", "thresholds <take_over>", arg[iarg + 3], 0.0, 1e30, true);
       if (!(policy.hand_over_force_rmse > 0.0 && policy.label_uncertainty > 0.0 &&
             policy.take_over_uncertainty >= policy.label_uncertainty))
         error->all(FLERR, "fix otf/train: thresholds <force_rmse> <uncertainty> <take_over> "
@@ -305,8 +295,7 @@ void FixOTFTrain::parse_keywords(int narg, char **arg, int iarg)
       iarg += 4;
     } else if (keyword == "check_every") {
       value(1);
-      policy.check_every = utils::inumeric(FLERR, arg[iarg + 1], false, lmp);
-      if (policy.check_every < 1) error->all(FLERR, "fix otf/train: check_every must be >= 1");
+      policy.check_every = otf_keywords::integer_value(lmp, "fix otf/train", keyword, arg[iarg + 1], 1, INT_MAX);
       iarg += 2;
     } else if (keyword == "lr_schedule") {
       value(1);
@@ -315,11 +304,11 @@ void FixOTFTrain::parse_keywords(int narg, char **arg, int iarg)
       s.lr_schedule_parameters.clear();
       iarg += 2;
       while (iarg < narg && utils::is_double(arg[iarg]))
-        s.lr_schedule_parameters.push_back(utils::numeric(FLERR, arg[iarg++], false, lmp));
+        s.lr_schedule_parameters.push_back(otf_keywords::real_value(
+            lmp, "fix otf/train", "lr_schedule", arg[iarg++], -1e30, 1e30));
     } else if (keyword == "accumulate") {
       value(1);
-      s.accumulate = utils::inumeric(FLERR, arg[iarg + 1], false, lmp);
-      if (s.accumulate < 1) error->all(FLERR, "fix otf/train: accumulate must be >= 1 batch");
+      s.accumulate = otf_keywords::integer_value(lmp, "fix otf/train", keyword, arg[iarg + 1], 1, 100000);
       iarg += 2;
     } else if (keyword == "ema") {
       value(1);
@@ -330,8 +319,11 @@ void FixOTFTrain::parse_keywords(int narg, char **arg, int iarg)
       iarg += 2;
     } else if (keyword == "stats_frames") {
       value(1);
-      s.stats_frames = utils::inumeric(FLERR, arg[iarg + 1], false, lmp);
-      if (s.stats_frames < 0) error->all(FLERR, "fix otf/train: stats_frames must be >= 0");
+      s.stats_frames = otf_keywords::integer_value(lmp, "fix otf/train", keyword, arg[iarg + 1], 0, 100000);
+      iarg += 2;
+    } else if (keyword == "max_skips") {
+      value(1);
+      settings_->max_skipped_in_row = otf_keywords::integer_value(lmp, "fix otf/train", keyword, arg[iarg + 1], 0, INT_MAX);
       iarg += 2;
     } else {
       error->all(FLERR, "fix otf/train: unknown keyword '{}' (expected one of: {})", keyword,
@@ -398,6 +390,12 @@ void FixOTFTrain::find_model_pair()
   if (static_cast<int>(model_pair_->type_species().size()) != atom->ntypes + 1)
     error->all(FLERR, "fix otf/train: pair_coeff * * <element per type> must follow pair_style otf");
   adaptor_.set_species_of_type(model_pair_->type_species());
+  // Two fixes would apply two independent optimizer updates to the one model per labelled step.
+  for (int i = 0; i < modify->nfix; i++)
+    if (modify->fix[i] != this && strcmp(modify->fix[i]->style, "otf/train") == 0)
+      error->all(FLERR, "fix otf/train: fix {} already trains the model of pair_style otf; one "
+                        "fix otf/train per model (unfix {} or {})",
+                 modify->fix[i]->id, modify->fix[i]->id, id);
   if (trainer_ && trainer_->session().potential() != model_pair_->model_session().potential())
     error->all(FLERR, "fix otf/train: pair_style otf was redefined (model '{}') after fix {} "
                       "was set up; the fix trains the model it started with, so it cannot go on: "

@@ -11,8 +11,13 @@
 #define LMP_OTF_LAMMPS_COMPAT_H
 
 #include "comm.h"
+#include "error.h"
+#include "exceptions.h"
+#include "lammps.h"
 #include "neigh_request.h"
 #include "neighbor.h"
+
+#include <cstdio>
 
 namespace LAMMPS_NS {
 namespace otf_compat {
@@ -53,6 +58,23 @@ inline void request_full_fix_list(Neighbor *neighbor, void *requestor, int insta
   request->half = 0;
   request->full = 1;
   request->ghost = ghost ? 1 : 0;
+}
+
+// LAMMPS 29 Sep 2021 built with LAMMPS_EXCEPTIONS writes Error::one's message to buffered
+// output and throws a LAMMPSAbortException, on which lmp's main() calls MPI_Abort without
+// flushing: a user whose output goes to a pipe or a file sees no ERROR line. Flushing the screen
+// and the log before the exception goes on keeps the line. `body` is code that may call
+// Error::one (a reference pair style reading its files, a model evaluation failing on one rank).
+template <typename Body> void flushing_aborts(LAMMPS *lmp, Body &&body)
+{
+  try {
+    body();
+  } catch (LAMMPSAbortException &) {
+    if (lmp->screen) std::fflush(lmp->screen);
+    if (lmp->logfile) std::fflush(lmp->logfile);
+    std::fflush(stdout);
+    throw;
+  }
 }
 
 }    // namespace otf_compat

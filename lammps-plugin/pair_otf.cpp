@@ -13,6 +13,7 @@
 
 #include "lammps_md_arrays.h"
 #include "model_session.h"
+#include "keyword_values.h"
 #include "otf_lammps_compat.h"
 #include "rank_agreement.h"
 
@@ -105,7 +106,8 @@ void PairOTF::settings(int narg, char **arg)
       on_all_ranks_or_error("pair_style otf: precision",
                             [&] { precision = otf::canonical_precision_name(arg[iarg + 1]); });
     } else if (keyword == "chunk") {
-      chunk_size = utils::bnumeric(FLERR, arg[iarg + 1], false, lmp);
+      chunk_size = otf_keywords::integer_value(lmp, "pair_style otf", keyword, arg[iarg + 1],
+                                               -1000000000, 1000000000);
       if (chunk_size < 1)
         error->all(FLERR, "pair_style otf: chunk must be at least 1 centre atom (got {})",
                    chunk_size);
@@ -331,8 +333,10 @@ void PairOTF::evaluate_and_tally(bool has_centers,
       failure = e.what();
     }
     if (!failure.empty())
-      error->one(FLERR, "pair_style {}: model evaluation failed on step {}: {}", style_label(),
-                 update->ntimestep, failure);
+      otf_compat::flushing_aborts(lmp, [&] {
+        error->one(FLERR, "pair_style {}: model evaluation failed on step {}: {}", style_label(),
+                   update->ntimestep, failure);
+      });
     if (eflag_global) eng_vdwl += totals.energy;
     if (vflag_global)
       for (int k = 0; k < 6; k++) virial[k] += totals.virial[k];

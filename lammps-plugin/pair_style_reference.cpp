@@ -31,14 +31,16 @@ PairStyleReference::PairStyleReference(LAMMPS *lmp, std::vector<std::string> sty
   // the fix, with its own host neighbour list.
   pair_.reset(force->new_pair(style_, 0, sflag));
   if (!pair_) error->all(FLERR, "fix otf/train: unknown reference pair style '{}'", style_);
-  std::vector<char *> words;
-  for (auto &word : settings_) words.push_back(&word[0]);
-  pair_->settings(static_cast<int>(words.size()), words.data());
-  for (auto &coeff : coeff_lines_) {
-    words.clear();
-    for (auto &word : coeff) words.push_back(&word[0]);
-    pair_->coeff(static_cast<int>(words.size()), words.data());
-  }
+  otf_compat::flushing_aborts(lmp, [&] {
+    std::vector<char *> words;
+    for (auto &word : settings_) words.push_back(&word[0]);
+    pair_->settings(static_cast<int>(words.size()), words.data());
+    for (auto &coeff : coeff_lines_) {
+      words.clear();
+      for (auto &word : coeff) words.push_back(&word[0]);
+      pair_->coeff(static_cast<int>(words.size()), words.data());
+    }
+  });
 }
 
 PairStyleReference::~PairStyleReference() = default;
@@ -51,7 +53,7 @@ std::string PairStyleReference::description() const
 double PairStyleReference::init()
 {
   const int first_request = otf_compat::neighbor_request_count(neighbor);
-  pair_->init();
+  otf_compat::flushing_aborts(lmp, [&] { pair_->init(); });
   const double cutoff = pair_->cutforce;
   otf_compat::set_request_cutoffs_from(neighbor, first_request, cutoff);
   return cutoff;
@@ -68,7 +70,7 @@ otf::ReferenceLabel PairStyleReference::label(const otf::ReferenceConfiguration 
 
   // As Integrate::ev_set would: global energy and virial, by f.r when the style allows it.
   const int vflag = pair_->no_virial_fdotr_compute ? VIRIAL_PAIR : VIRIAL_FDOTR;
-  pair_->compute(ENERGY_GLOBAL, vflag);
+  otf_compat::flushing_aborts(lmp, [&] { pair_->compute(ENERGY_GLOBAL, vflag); });
   if (force->newton_pair) comm->reverse_comm();
 
   otf::ReferenceLabel label;

@@ -229,7 +229,26 @@ std::shared_ptr<Potential> load_model_from_bytes(const std::string& bytes) {
   return potential;
 }
 
+namespace {
+
+void check_finite_for_saving(const std::string& name, const torch::Tensor& tensor,
+                             const std::string& path) {
+  if (!tensor.is_floating_point()) return;
+  const int64_t bad = tensor.detach().isfinite().logical_not().sum().item<int64_t>();
+  if (bad == 0) return;
+  throw std::runtime_error("cannot write model file '" + path + "': the model's '" + name +
+                           "' holds " + std::to_string(bad) +
+                           " non-finite value(s) (training diverged); the file was left as it was");
+}
+
+}  // namespace
+
 void save_model(const Potential& potential, const std::string& path) {
+  // A diverged training run must never overwrite a good model with NaN: the old file stays.
+  for (const auto& item : potential.named_parameters(/*recurse=*/true).pairs())
+    check_finite_for_saving(item.first, item.second, path);
+  for (const auto& item : potential.named_buffers(/*recurse=*/true).pairs())
+    check_finite_for_saving(item.first, item.second, path);
   const std::string bytes = save_model_to_bytes(potential);
   const std::string temporary = path + ".tmp." + std::to_string(::getpid());
   std::FILE* file = std::fopen(temporary.c_str(), "wb");

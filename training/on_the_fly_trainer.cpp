@@ -6,6 +6,7 @@
 #include <utility>
 #include <vector>
 
+#include "precision.h"
 #include "rank_agreement.h"
 
 namespace otf {
@@ -95,6 +96,7 @@ void OnTheFlyTrainer::label_and_train(int64_t step, const FramePart& frame, MdFr
   labelled.owned_forces = label.owned_forces.data();
   labelled.energy = label.energy;
   labelled.virial = label.virial;
+  const int64_t skipped_before = session_->report().skipped_steps;
   agreed("training on step " + std::to_string(step), [&] {
     const auto expected = static_cast<std::size_t>(3 * frame.system.num_local);
     if (label.owned_forces.size() != expected)
@@ -109,6 +111,29 @@ void OnTheFlyTrainer::label_and_train(int64_t step, const FramePart& frame, MdFr
     session_->validate();
   });
   check_replicas(step);
+  check_divergence(step, skipped_before);
+}
+
+void OnTheFlyTrainer::check_divergence(int64_t step, int64_t skipped_before) {
+  const TrainingReport& report = session_->report();
+  const int64_t skipped = report.skipped_steps - skipped_before;
+  if (skipped == 0) return;
+  const std::string precision = to_string(parse_precision(settings_.session.precision));
+  // Under float16 a few skips while the GradScaler finds its scale are normal; elsewhere a
+  // skipped step means inf/NaN loss or gradients.
+  if (rank_ == 0 && messages_.warn && precision != "float16" &&
+      report.consecutive_skipped_steps == skipped)
+    messages_.warn("step " + std::to_string(step) + ": non-finite loss or gradients, " +
+                   std::to_string(skipped) + " optimizer step(s) skipped (the weights are kept)");
+  const int64_t limit = settings_.max_skipped_in_row;
+  if (limit > 0 && report.consecutive_skipped_steps >= limit)
+    throw TrainingError(
+        "training diverged on step " + std::to_string(step) + ": the last " +
+        std::to_string(report.consecutive_skipped_steps) +
+        " optimizer steps had non-finite loss or gradients (precision " + precision +
+        formatted(", learning rate %g", session_->learning_rate(), 0, 0, 0) +
+        "); lower lr, gather descriptor statistics from more frames (stats_frames), or clip the "
+        "gradients (clip); max_skips sets how many skipped steps in a row stop the run");
 }
 
 void OnTheFlyTrainer::measure_uncertainty(const FramePart& frame, MdFrameSource& md) {

@@ -45,6 +45,9 @@ struct TrainerSettings {
   PolicySettings policy;
   std::string save_path;       // empty: no model file
   int64_t save_every = 0;      // 0: at the end of a run only
+  // Training has diverged after this many optimizer steps in a row were skipped for inf/NaN
+  // loss or gradients: the run stops with an error (0: never).
+  int64_t max_skipped_in_row = 20;
 };
 
 // Rank 0 prints what it is given; the MD code routes it to its log and warnings.
@@ -87,6 +90,7 @@ class OnTheFlyTrainer {
   void label_and_train(int64_t step, const FramePart& frame, MdFrameSource& md);
   void measure_uncertainty(const FramePart& frame, MdFrameSource& md);
   void check_replicas(int64_t step);
+  void check_divergence(int64_t step, int64_t skipped_before);
   void save_model(int64_t step, const char* why);
   template <typename Body> void agreed(const std::string& what, Body&& body);
 

@@ -13,6 +13,7 @@
 #include "mixed_precision_hook.h"
 #include "model_file.h"
 #include "mpi_communicator.h"
+#include "non_finite_step_hook.h"
 #include "neighbor_graph.h"
 #include "optimizer_factory.h"
 #include "potential.h"
@@ -234,6 +235,9 @@ TrainingSession::TrainingSession(std::shared_ptr<Potential> potential,
   scaler.backoff_factor = settings.scale_backoff;
   scaler.growth_interval = settings.scale_interval;
   options.hooks.push_back(std::make_shared<MixedPrecisionHook>(s.precision, scaler));
+  // Under float16 the GradScaler skips inf/NaN steps itself (and must see them to back off).
+  if (s.precision != Precision::Float16)
+    options.hooks.push_back(std::make_shared<NonFiniteStepHook>());
   if (settings.clip_max_norm > 0.0)
     options.hooks.push_back(std::make_shared<GradientClipHook>(settings.clip_max_norm));
   if (settings.accumulate > 1) {
@@ -301,7 +305,12 @@ void TrainingSession::train()
     // not (float16 overflow).
     const bool may_step = !s.accumulation || s.accumulation->completes_group();
     const bool stepped = s.strategy->train_batch(batch);
-    if (may_step && !stepped) ++report_.skipped_steps;
+    if (may_step && !stepped) {
+      ++report_.skipped_steps;
+      ++report_.consecutive_skipped_steps;
+    } else if (stepped) {
+      report_.consecutive_skipped_steps = 0;
+    }
     const double force_total = s.communicator->all_reduce_sum(s.last_force_component);
     report_.last_loss = force_total + s.last_other_components;
   }
@@ -466,8 +475,10 @@ std::string TrainingSession::save_state(bool with_snapshot) const
   const TrainingReport &r = report_;
   archive.write("report/values", torch::tensor({r.last_loss, r.energy_rmse_per_atom, r.force_rmse,
                                                 r.stress_rmse, r.loss_scale}, torch::kFloat64));
-  archive.write("report/counts", torch::tensor({r.skipped_steps, r.optimizer_steps,
-                                                r.buffer_frames, int64_t{r.validated}}, torch::kInt64));
+  archive.write("report/counts",
+                torch::tensor({r.skipped_steps, r.optimizer_steps, r.buffer_frames,
+                               int64_t{r.validated}, r.consecutive_skipped_steps},
+                              torch::kInt64));
   const TrainingMetadata &metadata = s.potential->training_metadata();
   fields::write_int(archive, "metadata/optimizer_steps", metadata.optimizer_steps);
   fields::write_int(archive, "metadata/frames_seen", metadata.frames_seen);
@@ -504,7 +515,7 @@ void TrainingSession::load_state(const std::string &bytes)
   const double last_other = fields::read_double(archive, "loss/other_components", kStateWhat);
   const torch::Tensor values = fields::read_tensor(archive, "report/values", kStateWhat).contiguous();
   const torch::Tensor counts = fields::read_tensor(archive, "report/counts", kStateWhat).contiguous();
-  if (values.numel() != 5 || values.scalar_type() != torch::kFloat64 || counts.numel() != 4 ||
+  if (values.numel() != 5 || values.scalar_type() != torch::kFloat64 || counts.numel() != 5 ||
       counts.scalar_type() != torch::kInt64)
     throw std::runtime_error(kStateWhat + ": the saved report has the wrong size");
   TrainingReport r;
@@ -518,6 +529,7 @@ void TrainingSession::load_state(const std::string &bytes)
   r.skipped_steps = count[0];
   r.optimizer_steps = count[1];
   r.validated = count[3] != 0;
+  r.consecutive_skipped_steps = count[4];
   TrainingMetadata metadata = s.potential->training_metadata();
   metadata.optimizer_steps = fields::read_int(archive, "metadata/optimizer_steps", kStateWhat);
   metadata.frames_seen = fields::read_int(archive, "metadata/frames_seen", kStateWhat);

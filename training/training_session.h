@@ -76,7 +76,8 @@ struct TrainingReport {
   double force_rmse = 0.0;
   double stress_rmse = 0.0;
   double loss_scale = 1.0;
-  int64_t skipped_steps = 0;
+  int64_t skipped_steps = 0;             // steps skipped for inf/NaN loss or gradients
+  int64_t consecutive_skipped_steps = 0; // of the last train() calls' steps, in a row
   int64_t optimizer_steps = 0;
   int64_t buffer_frames = 0;
   bool validated = false;
