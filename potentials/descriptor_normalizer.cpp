@@ -8,10 +8,13 @@ namespace {
 // least this fraction of its root mean square, so that small displacements later do not become
 // huge network inputs.
 constexpr double kRelativeScaleFloor = 0.05;
-// A feature that is exactly zero (or nearly) in the first frames, as symmetry makes some angular
-// features of a perfect lattice, has no root mean square of its own: it is scaled by at least
-// this fraction of the root mean square of all the species' features, so that the first thermal
-// displacements give inputs of order one instead of 1e6 (docs/potentials.md, item 4).
+// A feature that is zero in every frame seen, as symmetry makes some angular features of a
+// perfect lattice (the l = 1 sum of a tetrahedral or centrosymmetric site), has no scale of its
+// own: one below kDegenerateFeature times the root mean square of all the species' features is
+// scaled by kSpeciesScaleFloor times that instead, so that the first thermal displacements give
+// inputs of order one instead of 1e4 (docs/potentials.md, item 4). Features with any spread of
+// their own keep their own scale: small ones carry real signal (forces, stress).
+constexpr double kDegenerateFeature = 1e-6;
 constexpr double kSpeciesScaleFloor = 0.01;
 constexpr double kAbsoluteScaleFloor = 1e-6;
 }  // namespace
@@ -65,9 +68,11 @@ void DescriptorNormalizer::update_mean_and_scale() {
   const torch::Tensor mean_square = sum_sq_ / count;
   const torch::Tensor variance = (mean_square - mean * mean).clamp_min(0.0);
   const torch::Tensor species_rms = mean_square.mean(-1, /*keepdim=*/true).sqrt();
+  const torch::Tensor own_floor = kRelativeScaleFloor * mean_square.sqrt() + kAbsoluteScaleFloor;
+  const torch::Tensor degenerate = mean_square.sqrt() <= kDegenerateFeature * species_rms;
   const torch::Tensor floor =
-      torch::maximum(kRelativeScaleFloor * mean_square.sqrt(), kSpeciesScaleFloor * species_rms) +
-      kAbsoluteScaleFloor;
+      torch::where(degenerate, torch::maximum(own_floor, kSpeciesScaleFloor * species_rms),
+                   own_floor);
   const torch::Tensor scale = (variance + floor * floor).sqrt();
   mean_.copy_(torch::where(seen, mean, torch::zeros_like(mean)));
   inverse_scale_.copy_(torch::where(seen, 1.0 / scale, torch::ones_like(scale)));

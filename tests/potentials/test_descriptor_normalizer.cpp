@@ -31,5 +31,16 @@ TEST(DescriptorNormalizer, AFeatureThatIsZeroInTheFirstFramesStaysOfOrderOne) {
   EXPECT_NEAR(standardised.select(1, 1).std(false).item<double>(), 1.0, 0.01);
 }
 
+TEST(DescriptorNormalizer, ASmallFeatureWithItsOwnSpreadKeepsItsOwnScale) {
+  DescriptorNormalizer normalizer(1, 3, torch::kFloat64);
+  torch::manual_seed(5);
+  torch::Tensor features = torch::randn({64, 3}, torch::kFloat64);
+  features.select(1, 0).mul_(1e-4);    // small, but real signal
+  const torch::Tensor species = torch::zeros({64}, torch::kInt64);
+  normalizer.accumulate(normalizer.moments(features, species));
+  const torch::Tensor standardised = normalizer.forward(features, species);
+  EXPECT_NEAR(standardised.select(1, 0).std(false).item<double>(), 1.0, 0.01);
+}
+
 }  // namespace
 }  // namespace otf
