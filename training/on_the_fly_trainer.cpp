@@ -119,9 +119,9 @@ void OnTheFlyTrainer::check_divergence(int64_t step, int64_t skipped_before) {
   const int64_t skipped = report.skipped_steps - skipped_before;
   if (skipped == 0) return;
   const std::string precision = to_string(parse_precision(settings_.session.precision));
-  // Under float16 a few skips while the GradScaler finds its scale are normal; elsewhere a
-  // skipped step means inf/NaN loss or gradients.
-  if (rank_ == 0 && messages_.warn && precision != "float16" &&
+  // Under float16 skips while the GradScaler finds its scale are normal (they do not count as
+  // consecutive); elsewhere a skipped step means inf/NaN loss or gradients.
+  if (rank_ == 0 && messages_.warn && report.consecutive_skipped_steps > 0 &&
       report.consecutive_skipped_steps == skipped)
     messages_.warn("step " + std::to_string(step) + ": non-finite loss or gradients, " +
                    std::to_string(skipped) + " optimizer step(s) skipped (the weights are kept)");

@@ -305,14 +305,21 @@ void TrainingSession::train()
     // not (float16 overflow).
     const bool may_step = !s.accumulation || s.accumulation->completes_group();
     const bool stepped = s.strategy->train_batch(batch);
+    const double force_total = s.communicator->all_reduce_sum(s.last_force_component);
+    report_.last_loss = force_total + s.last_other_components;
     if (may_step && !stepped) {
       ++report_.skipped_steps;
-      ++report_.consecutive_skipped_steps;
+      // Under float16 the GradScaler skips while it lowers an initial scale that is too large:
+      // that is calibration, not divergence, unless the loss itself is not finite or even a
+      // scale below 1 overflows.
+      const GradScaler *scaler = s.strategy->grad_scaler();
+      const bool diverging = s.precision != Precision::Float16 ||
+                             !std::isfinite(report_.last_loss) ||
+                             (scaler != nullptr && scaler->get_scale() < 1.0);
+      report_.consecutive_skipped_steps = diverging ? report_.consecutive_skipped_steps + 1 : 0;
     } else if (stepped) {
       report_.consecutive_skipped_steps = 0;
     }
-    const double force_total = s.communicator->all_reduce_sum(s.last_force_component);
-    report_.last_loss = force_total + s.last_other_components;
   }
   const TrainingCounters &counters = s.strategy->counters();
   report_.optimizer_steps = counters.step_count;
