@@ -16,6 +16,8 @@
 
 #include "fix_otf_train.h"
 
+#include "external_code_reference.h"
+#include "ipi_reference.h"
 #include "lammps_md_arrays.h"
 #include "model_session.h"
 #include "on_the_fly_trainer.h"
@@ -53,12 +55,14 @@ namespace {
 
 const char *const kSyntax =
     "fix ID all otf/train reference \"<pair_style args>\" coeff \"<pair_coeff args>\" "
-    "[coeff \"...\"]... [keyword value ...]";
+    "[coeff \"...\"]... [keyword value ...], or fix ID all otf/train reference ipi unix <name> | "
+    "inet [<host>:]<port> [keyword value ...]";
 const char *const kKeywords =
     "precision, every, steps_per_frame, batch, lr, optimizer, weights, buffer, validation, "
     "seed, clip, scale_init, scale_growth, scale_backoff, scale_interval, save, save_every, "
-    "stats_frames, drive, thresholds, check_every, lr_schedule, accumulate, ema, max_skips";
-constexpr int kVectorSize = 15;
+    "stats_frames, drive, thresholds, check_every, lr_schedule, accumulate, ema, max_skips, "
+    "journal, warm_start, client, client_log, not_converged, connect_timeout, timeout, retries";
+constexpr int kVectorSize = 17;
 
 }    // namespace
 
@@ -134,6 +138,19 @@ FixOTFTrain::FixOTFTrain(LAMMPS *lmp, int narg, char **arg) :
   if (narg < 7 || strcmp(arg[3], "reference") != 0)
     error->all(FLERR, "Illegal fix otf/train command: expected {}", kSyntax);
 
+  if (strcmp(arg[4], "ipi") == 0) {
+    // An ab initio code (or any i-PI client) behind a socket: training/ipi_reference.h.
+    ipi_settings_ = std::make_unique<otf::IpiReferenceSettings>();
+    parse_ipi_address(arg[5], arg[6]);
+    reference_style_ = "ipi";
+    parse_keywords(narg, arg, 7);
+    create_ipi_reference();
+    FixOTFTrain::grow_arrays(atom->nmax);
+    atom->add_callback(Atom::GROW);
+    for (int i = 0; i < atom->nmax; i++) force_uncertainty_[i] = 0.0;
+    return;
+  }
+
   const auto style_words = utils::split_words(arg[4]);
   if (style_words.empty())
     error->all(FLERR, "fix otf/train: the reference needs a pair style, e.g. reference "
@@ -159,7 +176,10 @@ FixOTFTrain::FixOTFTrain(LAMMPS *lmp, int narg, char **arg) :
                       "the reference ({})", kSyntax);
   parse_keywords(narg, arg, iarg);
   reference_style_ = style_words.front();
-  reference_ = std::make_unique<PairStyleReference>(lmp, style_words, std::move(coeff_lines));
+  auto pair_reference =
+      std::make_unique<PairStyleReference>(lmp, style_words, std::move(coeff_lines));
+  pair_reference_ = pair_reference.get();
+  reference_ = std::move(pair_reference);
 
   FixOTFTrain::grow_arrays(atom->nmax);
   atom->add_callback(Atom::GROW);
@@ -321,6 +341,38 @@ void FixOTFTrain::parse_keywords(int narg, char **arg, int iarg)
       value(1);
       s.stats_frames = otf_keywords::integer_value(lmp, "fix otf/train", keyword, arg[iarg + 1], 0, 100000);
       iarg += 2;
+    } else if (keyword == "journal") {
+      value(1);
+      // An empty value (an unset variable) is an error, not "no journal": say none.
+      settings_->journal_path = otf_keywords::word_value(lmp, "fix otf/train", keyword, arg[iarg + 1]);
+      if (settings_->journal_path == "none") settings_->journal_path.clear();
+      journal_keyword_ = true;
+      iarg += 2;
+    } else if (keyword == "warm_start") {
+      value(1);
+      settings_->warm_start_paths.push_back(
+          otf_keywords::word_value(lmp, "fix otf/train", keyword, arg[iarg + 1]));
+      iarg += 2;
+    } else if (keyword == "client" || keyword == "client_log" || keyword == "connect_timeout" ||
+               keyword == "timeout" || keyword == "retries" || keyword == "not_converged") {
+      value(1);
+      if (!ipi_settings_)
+        error->all(FLERR, "fix otf/train: keyword '{}' belongs to reference ipi (the reference "
+                          "here is pair_style {})", keyword, arg[4]);
+      otf::IpiReferenceSettings &ipi = *ipi_settings_;
+      if (keyword == "client")
+        ipi.client_command = otf_keywords::word_value(lmp, "fix otf/train", keyword, arg[iarg + 1]);
+      else if (keyword == "client_log")
+        ipi.client_log = otf_keywords::word_value(lmp, "fix otf/train", keyword, arg[iarg + 1]);
+      else if (keyword == "not_converged")
+        ipi.not_converged_text = otf_keywords::word_value(lmp, "fix otf/train", keyword, arg[iarg + 1]);
+      else if (keyword == "connect_timeout")
+        ipi.connect_timeout = otf_keywords::real_value(lmp, "fix otf/train", keyword, arg[iarg + 1], 0.0, 1e7, true);
+      else if (keyword == "timeout")
+        ipi.call_timeout = otf_keywords::real_value(lmp, "fix otf/train", keyword, arg[iarg + 1], 0.0, 1e7, true);
+      else
+        ipi.retries = otf_keywords::integer_value(lmp, "fix otf/train", keyword, arg[iarg + 1], 0, 1000);
+      iarg += 2;
     } else if (keyword == "max_skips") {
       value(1);
       settings_->max_skipped_in_row = otf_keywords::integer_value(lmp, "fix otf/train", keyword, arg[iarg + 1], 0, INT_MAX);
@@ -339,6 +391,75 @@ void FixOTFTrain::parse_keywords(int narg, char **arg, int iarg)
     message = e.what();
   }
   if (!message.empty()) error->all(FLERR, "fix otf/train: {}", message);
+}
+
+/* ----------------------------------------------------------------------
+   reference ipi unix <name> | inet [<host>:]<port>
+------------------------------------------------------------------------- */
+
+void FixOTFTrain::parse_ipi_address(const char *kind, const char *where)
+{
+  otf::IpiAddress &address = ipi_settings_->address;
+  const std::string text = where;
+  if (strcmp(kind, "unix") == 0) {
+    address.kind = otf::IpiAddress::Kind::Unix;
+    // The clients' convention: name NAME is the socket file /tmp/ipi_NAME.
+    if (text.empty() || text.find('/') != std::string::npos)
+      error->all(FLERR, "fix otf/train: reference ipi unix needs a socket name without '/' (the "
+                        "clients' convention: name NAME is the file /tmp/ipi_NAME), got '{}'",
+                 text);
+    address.name = text;
+  } else if (strcmp(kind, "inet") == 0) {
+    address.kind = otf::IpiAddress::Kind::Inet;
+    const auto colon = text.rfind(':');
+    address.name = colon == std::string::npos ? "127.0.0.1" : text.substr(0, colon);
+    const std::string port = colon == std::string::npos ? text : text.substr(colon + 1);
+    if (address.name.empty())
+      error->all(FLERR, "fix otf/train: reference ipi inet: empty host in '{}'", text);
+    address.port = otf_keywords::integer_value(lmp, "fix otf/train", "reference ipi inet <port>",
+                                               port.c_str(), 0, 65535);
+  } else {
+    error->all(FLERR, "fix otf/train: reference ipi takes unix <name> or inet [<host>:]<port>, "
+                      "got '{}'", kind);
+  }
+}
+
+/* ----------------------------------------------------------------------
+   The i-PI reference listens (rank 0) and starts its client now, so that
+   the code's start-up overlaps LAMMPS' setup.
+------------------------------------------------------------------------- */
+
+void FixOTFTrain::create_ipi_reference()
+{
+  otf::IpiReferenceSettings &ipi = *ipi_settings_;
+  std::string message;
+  try {
+    ipi.units = otf::atomic_unit_conversion(update->unit_style);
+  } catch (std::exception &e) {
+    message = e.what();
+  }
+  if (!message.empty()) error->all(FLERR, "fix otf/train: reference ipi: {}", message);
+  if (!ipi.not_converged_text.empty() && ipi.client_log.empty())
+    error->all(FLERR, "fix otf/train: not_converged needs client_log <file>: the text is looked "
+                      "for in what the client writes there");
+  // Labels from an ab initio code are expensive: journalled unless the input says journal none.
+  if (!journal_keyword_) settings_->journal_path = fmt::format("labels-{}.extxyz", id);
+  ipi.warn = [this](const std::string &line) {
+    error->warning(FLERR, "fix otf/train: {}", line);
+  };
+  std::unique_ptr<otf::IpiReference> code;
+  try {
+    code = std::make_unique<otf::IpiReference>(ipi, world);
+  } catch (std::exception &e) {
+    message = e.what();
+  }
+  if (!message.empty()) error->all(FLERR, "fix otf/train: reference ipi: {}", message);
+  if (comm->me == 0)
+    utils::logmesg(lmp, "fix otf/train: i-PI server listening on {}{}\n",
+                   code->address().describe(),
+                   ipi.client_command.empty() ? " (start the client yourself)"
+                                              : ", client started: " + ipi.client_command);
+  reference_ = std::make_unique<ExternalCodeReference>(lmp, std::move(code));
 }
 
 /* ----------------------------------------------------------------------
@@ -409,7 +530,7 @@ void FixOTFTrain::request_lists_and_ghosts()
 {
   const double cutoff = model_pair_->model_session().cutoff();
   // The reference: its own neighbour list, at its own cutoff.
-  const double reference_cutoff = reference_->init();
+  const double reference_cutoff = pair_reference_ ? pair_reference_->init() : 0.0;
 
   // The frame: a full list, with ghost neighbours too when ghost atoms are centres.
   fold_images_ = comm->nprocs == 1 && atom->tag_enable;
@@ -444,6 +565,14 @@ void FixOTFTrain::create_trainer()
     settings_->session.kokkos_device_id = kokkos_device_id(lmp, on_host);
   }
 #endif
+  // The journal names each atom by its element (pair_coeff * * <element per type>).
+  const auto &elements = model_pair_->model_session().elements();
+  settings_->type_elements.assign(atom->ntypes + 1, std::string());
+  for (int type = 1; type <= atom->ntypes; type++) {
+    const int species = model_pair_->type_species()[type];
+    if (species >= 0) settings_->type_elements[type] = elements[species];
+  }
+  settings_->unit_style = update->unit_style;
   otf::TrainerMessages messages;
   messages.log = [this](const std::string &line) {
     utils::logmesg(lmp, "fix otf/train: {}\n", line);
@@ -458,12 +587,14 @@ void FixOTFTrain::create_trainer()
   const otf::TrainingSessionSettings &s = settings_->session;
   if (comm->me == 0)
     utils::logmesg(lmp,
-                   "fix otf/train: reference pair_style {}, model cutoff {}, precision {}, "
+                   "fix otf/train: reference {}, model cutoff {}, precision {}, "
                    "label every {} steps, {} optimizer step(s) of {} frame(s) per frame, "
-                   "buffer {} frames, device {}\n",
-                   reference_style_, model_pair_->model_session().cutoff(), s.precision,
+                   "buffer {} frames, device {}{}\n",
+                   reference_->description(), model_pair_->model_session().cutoff(), s.precision,
                    settings_->policy.label_every, s.steps_per_frame, s.batch_frames,
-                   s.buffer_frames, trainer_->session().device_name());
+                   s.buffer_frames, trainer_->session().device_name(),
+                   settings_->journal_path.empty() ? std::string()
+                                                   : ", label journal " + settings_->journal_path);
 }
 
 /* ---------------------------------------------------------------------- */
@@ -519,6 +650,8 @@ double FixOTFTrain::compute_vector(int n)
     case 12: return static_cast<double>(policy.model_driven_steps);
     case 13: return static_cast<double>(policy.model_phase_labels);
     case 14: return trainer_->session().learning_rate();
+    case 15: return static_cast<double>(counters.skipped_labels);
+    case 16: return static_cast<double>(trainer_->reference().failed_attempts());
     default: return 0.0;
   }
 }

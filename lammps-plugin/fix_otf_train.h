@@ -26,6 +26,8 @@ FixStyle(otf/train,FixOTFTrain);
 
 namespace otf {
 class OnTheFlyTrainer;
+class Reference;
+struct IpiReferenceSettings;
 struct TrainerSettings;
 }    // namespace otf
 
@@ -58,6 +60,8 @@ class FixOTFTrain : public Fix {
   class FrameSource;
 
   void parse_keywords(int narg, char **arg, int first);
+  void parse_ipi_address(const char *kind, const char *where);
+  void create_ipi_reference();
   void find_model_pair();
   void request_lists_and_ghosts();
   void create_trainer();
@@ -65,7 +69,11 @@ class FixOTFTrain : public Fix {
   template <typename Body> void reporting_training_errors(Body &&body);
 
   std::unique_ptr<otf::TrainerSettings> settings_;
-  std::unique_ptr<PairStyleReference> reference_;
+  // reference ipi: the socket and client settings (null for a pair-style reference).
+  std::unique_ptr<otf::IpiReferenceSettings> ipi_settings_;
+  bool journal_keyword_ = false;    // journal given (else the default of the reference kind)
+  std::unique_ptr<otf::Reference> reference_;
+  PairStyleReference *pair_reference_ = nullptr;    // reference_ when it is a pair style
   std::string reference_style_;
   // Declared after the reference, which it uses: destroyed first.
   std::unique_ptr<otf::OnTheFlyTrainer> trainer_;

@@ -1,11 +1,17 @@
 #include "on_the_fly_trainer.h"
 
 #include <climits>
+#include <cmath>
 #include <cstdio>
 #include <exception>
 #include <utility>
 #include <vector>
 
+#include "frame_gather.h"
+#include "label_journal.h"
+#include "model_spec.h"
+#include "periodic_system.h"
+#include "potential.h"
 #include "precision.h"
 #include "rank_agreement.h"
 
@@ -40,20 +46,41 @@ OnTheFlyTrainer::OnTheFlyTrainer(std::shared_ptr<Potential> potential,
   agreed("cannot set up training", [&] {
     session_ = std::make_unique<TrainingSession>(std::move(potential), settings_.session, world_);
   });
+  if (!settings_.journal_path.empty())
+    agreed("cannot open the label journal", [&] {
+      if (rank_ == 0) journal_ = std::make_unique<LabelJournalWriter>(settings_.journal_path);
+    });
 }
 
 OnTheFlyTrainer::~OnTheFlyTrainer() = default;
 
 void OnTheFlyTrainer::on_step(int64_t step, MdFrameSource& md) {
+  if (!run_started_) {
+    run_started_ = true;
+    if (!settings_.warm_start_paths.empty()) {
+      if (restored_) {
+        if (rank_ == 0 && messages_.log)
+          messages_.log("warm_start skipped: the replay buffer and training state come from the "
+                        "restart file");
+      } else {
+        warm_start();
+      }
+    }
+  }
   const StepPlan plan = policy_.plan_step(step);
   if (plan.reference_forces) {
-    reference_.label(md.reference_configuration(), ReferenceUse::Drive);
-    // setup() repeats the call of a step already seen: counted once.
-    if (!plan.repeated_step) ++counters_.reference_calls;
+    ReferenceLabel label;
+    // setup() repeats the call of a step already seen: counted and journalled once.
+    if (ask_reference(step, md, ReferenceUse::Drive, !plan.repeated_step, false, label) &&
+        plan.repeated_step)
+      --counters_.reference_calls;
   }
   if (plan.label) {
     const FramePart frame = md.describe_frame();
-    label_and_train(step, frame, md);
+    // The journal keeps the committee's uncertainty from before the label is learned.
+    const bool measure_first = journal_enabled();
+    if (measure_first) measure_uncertainty(frame, md);
+    label_and_train(step, frame, md, measure_first);
     measure_uncertainty(frame, md);
     const TrainingReport& report = session_->report();
     if (policy_.after_label(report.validated, report.force_rmse, counters_.max_uncertainty) &&
@@ -74,7 +101,7 @@ void OnTheFlyTrainer::on_step(int64_t step, MdFrameSource& md) {
                               "model is good enough again",
                               counters_.max_uncertainty, settings_.policy.take_over_uncertainty,
                               0.0, 0.0));
-    if (outcome.label) label_and_train(step, frame, md);
+    if (outcome.label) label_and_train(step, frame, md, true);
   }
   if (settings_.save_every > 0 && step % settings_.save_every == 0 &&
       step != counters_.last_saved_step)
@@ -86,11 +113,164 @@ void OnTheFlyTrainer::end_of_run(int64_t step) {
     save_model(step, "end of run");
 }
 
-void OnTheFlyTrainer::label_and_train(int64_t step, const FramePart& frame, MdFrameSource& md) {
+bool OnTheFlyTrainer::ask_reference(int64_t step, MdFrameSource& md, ReferenceUse use,
+                                    bool record, bool uncertainty_measured,
+                                    ReferenceLabel& label) {
+  const ReferenceConfiguration configuration = md.reference_configuration();
+  try {
+    label = reference_.label(configuration, use);
+  } catch (const ReferenceFailure& failure) {
+    if (use == ReferenceUse::Drive)
+      throw TrainingError("the reference drives the MD but could not label step " +
+                          std::to_string(step) + ": " + failure.what());
+    ++counters_.skipped_labels;
+    if (rank_ == 0 && messages_.warn)
+      messages_.warn("step " + std::to_string(step) + ": label skipped, the model drives on (" +
+                     std::to_string(counters_.skipped_labels) + " skipped so far): " +
+                     failure.what());
+    return false;
+  }
+  ++counters_.reference_calls;
+  if (record && journal_enabled())
+    record_label(step, configuration, label,
+                 uncertainty_measured ? md.force_uncertainty_per_atom() : nullptr);
+  return true;
+}
+
+void OnTheFlyTrainer::record_label(int64_t step, const ReferenceConfiguration& configuration,
+                                   const ReferenceLabel& label, const double* uncertainty) {
+  agreed("cannot write the label journal " + settings_.journal_path, [&] {
+    if (label.owned_forces.size() != 3 * static_cast<std::size_t>(configuration.num_local))
+      throw std::runtime_error("the reference " + reference_.description() + " returned " +
+                               std::to_string(label.owned_forces.size()) +
+                               " force components for " +
+                               std::to_string(configuration.num_local) + " owned atoms");
+    const FrameGather whole(configuration, world_);
+    const std::vector<double> forces = whole.gather(label.owned_forces.data(), 3);
+    const std::vector<double> spread =
+        uncertainty != nullptr ? whole.gather(uncertainty, 1) : std::vector<double>{};
+    if (!whole.is_root()) return;
+    JournalFrame record;
+    record.step = step;
+    record.call = counters_.reference_calls;
+    record.units = settings_.unit_style;
+    record.reference = reference_.description();
+    record.cell = configuration.cell;
+    record.origin = configuration.origin;
+    for (const int type : whole.types()) {
+      const auto t = static_cast<std::size_t>(type);
+      if (t >= settings_.type_elements.size() || settings_.type_elements[t].empty())
+        throw std::runtime_error("atom type " + std::to_string(type) +
+                                 " has no element for the journal");
+      record.symbols.push_back(settings_.type_elements[t]);
+    }
+    record.ids = whole.ids();
+    record.positions = whole.positions();
+    record.forces = forces;
+    record.energy = label.energy;
+    record.virial = label.virial;
+    record.uncertainty = spread;
+    journal_->append(record);
+  });
+}
+
+bool OnTheFlyTrainer::journal_enabled() const { return !settings_.journal_path.empty(); }
+
+void OnTheFlyTrainer::warm_start() {
+  // Rank 0 reads the files and holds each frame whole (its periodic images folded); the other
+  // ranks hold empty parts of the same frames, so the data-parallel sums stay exact.
+  std::vector<JournalFrame> frames;
+  std::string summary;
+  agreed("cannot warm-start from the label journal", [&] {
+    if (rank_ != 0) return;
+    const ModelSpec& spec = session_->potential()->spec();
+    for (const std::string& path : settings_.warm_start_paths) {
+      JournalContents contents = read_label_journal(path);
+      for (std::size_t k = 0; k < contents.frames.size(); ++k) {
+        const JournalFrame& frame = contents.frames[k];
+        // Files from other tools (ASE) carry no unit style: eV and Angstrom, LAMMPS' metal.
+        const std::string units = frame.units.empty() ? std::string("metal") : frame.units;
+        if (units != settings_.unit_style)
+          throw std::runtime_error(
+              path + " frame " + std::to_string(k + 1) + " is in units " + units +
+              (frame.units.empty() ? " (no units key: eV and Angstrom assumed)" : "") +
+              ", this run in units " + settings_.unit_style +
+              "; warm-start from labels of the same unit system");
+        for (const std::string& symbol : frame.symbols)
+          if (spec.species_index(symbol) < 0)
+            throw std::runtime_error(path + " frame " + std::to_string(k + 1) +
+                                     " has element " + symbol +
+                                     ", which the model does not know (its elements: " +
+                                     [&] {
+                                       std::string list;
+                                       for (const auto& e : spec.elements)
+                                         list += (list.empty() ? "" : " ") + e;
+                                       return list;
+                                     }() + ")");
+        frames.push_back(frame);
+      }
+      summary += (summary.empty() ? "" : ", ") + std::to_string(contents.frames.size()) +
+                 " from " + path;
+      if (contents.truncated_frames > 0)
+        summary += " (" + std::to_string(contents.truncated_frames) +
+                   " truncated frame dropped at its end)";
+    }
+  });
+  long long count = static_cast<long long>(frames.size());
+  MPI_Bcast(&count, 1, MPI_LONG_LONG, 0, world_);
+  for (long long k = 0; k < count; ++k) {
+    agreed("warm start, frame " + std::to_string(k + 1), [&] {
+      FramePart part;
+      std::unique_ptr<PeriodicSystem> system;
+      std::vector<unsigned char> energy_counts;
+      if (rank_ == 0) {
+        const JournalFrame& frame = frames[static_cast<std::size_t>(k)];
+        const ModelSpec& spec = session_->potential()->spec();
+        PeriodicConfiguration configuration;
+        for (int a = 0; a < 3; ++a)
+          for (int d = 0; d < 3; ++d)
+            configuration.cell[static_cast<std::size_t>(a)][static_cast<std::size_t>(d)] =
+                frame.cell[static_cast<std::size_t>(3 * a + d)];
+        configuration.positions = frame.positions;
+        for (const std::string& symbol : frame.symbols)
+          configuration.species.push_back(static_cast<int>(spec.species_index(symbol)));
+        system = std::make_unique<PeriodicSystem>(configuration, spec.cutoff);
+        part.system = system->view();
+        energy_counts.assign(static_cast<std::size_t>(part.system.num_centers), 1);
+        part.center_energy_counts = energy_counts.data();
+        part.owned_forces = frame.forces.data();
+        part.force_owner = system->owner().data();
+        part.energy = frame.energy;
+        part.virial = frame.virial;
+        const auto& c = configuration.cell;
+        part.volume = std::abs(c[0][0] * (c[1][1] * c[2][2] - c[1][2] * c[2][1]) -
+                               c[0][1] * (c[1][0] * c[2][2] - c[1][2] * c[2][0]) +
+                               c[0][2] * (c[1][0] * c[2][1] - c[1][1] * c[2][0]));
+        part.atoms_in_frame = frame.num_atoms();
+      }
+      MPI_Bcast(&part.energy, 1, MPI_DOUBLE, 0, world_);
+      MPI_Bcast(part.virial.data(), 6, MPI_DOUBLE, 0, world_);
+      MPI_Bcast(&part.volume, 1, MPI_DOUBLE, 0, world_);
+      long long atoms = part.atoms_in_frame;
+      MPI_Bcast(&atoms, 1, MPI_LONG_LONG, 0, world_);
+      part.atoms_in_frame = atoms;
+      session_->add_frame(part);
+      session_->train();
+    });
+  }
+  if (count > 0) agreed("warm start, validation", [&] { session_->validate(); });
+  if (rank_ == 0 && messages_.log)
+    messages_.log("warm start: " + std::to_string(count) + " labelled frame(s) (" + summary +
+                  ") in the replay buffer, " +
+                  std::to_string(session_->report().optimizer_steps) + " optimizer steps");
+}
+
+void OnTheFlyTrainer::label_and_train(int64_t step, const FramePart& frame, MdFrameSource& md,
+                                      bool uncertainty_measured) {
   const ReferenceUse use =
       policy_.reference_drives() ? ReferenceUse::Drive : ReferenceUse::Label;
-  const ReferenceLabel label = reference_.label(md.reference_configuration(), use);
-  ++counters_.reference_calls;
+  ReferenceLabel label;
+  if (!ask_reference(step, md, use, true, uncertainty_measured, label)) return;
 
   FramePart labelled = frame;
   labelled.owned_forces = label.owned_forces.data();
@@ -210,6 +390,7 @@ std::string OnTheFlyTrainer::load_restart(const TrainerRestart& restart) {
   counters_ = restart.counters;
   // Written before the fix's first run: counters only.
   if (restart.session.empty()) return "fix state restored from the restart file (no training yet)";
+  restored_ = true;
   agreed("cannot restore the training state from the restart file", [&] {
     session_->load_state(restart.session);
     // Until setup() has evaluated this step's forces (finish_restart_setup()).

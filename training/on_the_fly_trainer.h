@@ -12,6 +12,7 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "on_the_fly_policy.h"
 #include "reference.h"
@@ -19,6 +20,8 @@
 #include "training_session.h"
 
 namespace otf {
+
+class LabelJournalWriter;
 
 // What the MD code provides on the steps that need it. Borrowed data stays valid until the next
 // call.
@@ -48,6 +51,16 @@ struct TrainerSettings {
   // Training has diverged after this many optimizer steps in a row were skipped for inf/NaN
   // loss or gradients: the run stops with an error (0: never).
   int64_t max_skipped_in_row = 20;
+  // The label journal (training/label_journal.h): every reference answer is appended there, on
+  // disk, before it is used. Empty: no journal.
+  std::string journal_path;
+  // Extended-XYZ files whose labelled frames fill the replay buffer (and are trained on) before
+  // the first step of a run that does not continue from a restart file.
+  std::vector<std::string> warm_start_paths;
+  // The MD code's unit style (journal records and warm-start checks) and the chemical symbol of
+  // each MD type (index 0 unused; empty for a type the model ignores).
+  std::string unit_style = "metal";
+  std::vector<std::string> type_elements;
 };
 
 // Rank 0 prints what it is given; the MD code routes it to its log and warnings.
@@ -82,12 +95,23 @@ class OnTheFlyTrainer {
   const OnTheFlyPolicy& policy() const { return policy_; }
   const TrainerCounters& counters() const { return counters_; }
   bool reference_drives() const { return policy_.reference_drives(); }
+  const Reference& reference() const { return reference_; }
   // The weights the restarted step's forces came from are in the model until setup() has
   // evaluated them; this puts the trained ones back (no-op otherwise).
   void finish_restart_setup();
 
  private:
-  void label_and_train(int64_t step, const FramePart& frame, MdFrameSource& md);
+  void label_and_train(int64_t step, const FramePart& frame, MdFrameSource& md,
+                       bool uncertainty_measured);
+  // Collective: asks the reference and journals its answer. Returns false when the reference
+  // failed while the model drives (the label is skipped and counted); throws TrainingError when
+  // it failed while the reference drives.
+  bool ask_reference(int64_t step, MdFrameSource& md, ReferenceUse use, bool record,
+                     bool uncertainty_measured, ReferenceLabel& label);
+  void record_label(int64_t step, const ReferenceConfiguration& configuration,
+                    const ReferenceLabel& label, const double* uncertainty);
+  void warm_start();
+  bool journal_enabled() const;
   void measure_uncertainty(const FramePart& frame, MdFrameSource& md);
   void check_replicas(int64_t step);
   void check_divergence(int64_t step, int64_t skipped_before);
@@ -104,6 +128,9 @@ class OnTheFlyTrainer {
   OnTheFlyPolicy policy_;
   TrainerCounters counters_;
   bool swap_back_after_setup_ = false;
+  bool run_started_ = false;        // the first on_step() of this trainer has happened
+  bool restored_ = false;           // the state came from a restart file
+  std::unique_ptr<LabelJournalWriter> journal_;  // rank 0, with a journal path
 };
 
 }  // namespace otf

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,14 @@ struct ReferenceLabel {
 // Drive: the reference drives this step, its forces become the MD forces as well.
 enum class ReferenceUse { Label, Drive };
 
+// The reference could not label the configuration, its own retries spent. Thrown alike on every
+// rank (the call is collective). The trainer skips the label while the model drives and stops the
+// run while the reference drives (docs/design.md §12).
+class ReferenceFailure : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
 class Reference {
  public:
   virtual ~Reference() = default;
@@ -44,6 +53,8 @@ class Reference {
   // Collective over the MD ranks. Errors are reported by the implementation in the MD code's
   // way (a LAMMPS error) or thrown as std::exception with a message for the user.
   virtual ReferenceLabel label(const ReferenceConfiguration& configuration, ReferenceUse use) = 0;
+  // Calls that failed and were retried or given up, for the thermo output.
+  virtual int64_t failed_attempts() const { return 0; }
 };
 
 }  // namespace otf

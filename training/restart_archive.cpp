@@ -32,6 +32,7 @@ std::string encode_restart(const TrainerRestart& restart) {
   fields::write_int(archive, "trainer/last_saved_step", c.last_saved_step);
   fields::write_double(archive, "trainer/max_uncertainty", c.max_uncertainty);
   fields::write_int(archive, "trainer/replicas_differ", c.replicas_differ ? 1 : 0);
+  fields::write_int(archive, "trainer/skipped_labels", c.skipped_labels);
   fields::write_bytes(archive, "session", restart.session);
   fields::write_int(archive, "ranks", static_cast<int64_t>(restart.rank_buffers.size()));
   for (std::size_t r = 0; r < restart.rank_buffers.size(); ++r)
@@ -100,6 +101,12 @@ TrainerRestart decode_restart(const char* data, std::size_t size) {
     c.last_saved_step = fields::read_int(archive, "trainer/last_saved_step", kWhat);
     c.max_uncertainty = fields::read_double(archive, "trainer/max_uncertainty", kWhat);
     c.replicas_differ = fields::read_int(archive, "trainer/replicas_differ", kWhat) != 0;
+    // Added within format 3: files written before it have no such field.
+    try {
+      c.skipped_labels = fields::read_int(archive, "trainer/skipped_labels", kWhat);
+    } catch (const std::runtime_error&) {
+      c.skipped_labels = 0;
+    }
     restart.session = fields::read_bytes(archive, "session", kWhat);
     const int64_t ranks = fields::read_int(archive, "ranks", kWhat);
     if (ranks < 0) throw std::runtime_error(kWhat + " names a negative number of ranks");

@@ -22,6 +22,7 @@ struct TrainerCounters {
   int64_t last_saved_step = -1;
   double max_uncertainty = 0.0;  // at the last measurement
   bool replicas_differ = false;
+  int64_t skipped_labels = 0;    // labels given up after the reference failed (model driving)
 };
 
 struct TrainerRestart {

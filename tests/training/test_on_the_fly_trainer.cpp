@@ -4,10 +4,16 @@
 // model takes over under drive auto, and a restart archive continues the run exactly.
 #include <gtest/gtest.h>
 #include <mpi.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <vector>
 
+#include <cstdio>
+#include <set>
+#include <string>
+
+#include "label_journal.h"
 #include "restart_archive.h"
 #include "training_test_support.h"
 
@@ -124,6 +130,126 @@ TEST(OnTheFlyTrainer, ARestartArchiveContinuesTheRunExactly) {
             uninterrupted.trainer.counters().reference_calls);
   EXPECT_EQ(resumed.trainer.policy().state().model_driven_steps,
             uninterrupted.trainer.policy().state().model_driven_steps);
+}
+
+// A reference that gives up (as an i-PI client does once its retries are spent) on some steps.
+class FailingReference : public Reference {
+ public:
+  FailingReference(Reference& inner, std::set<int64_t> failing_steps) :
+      inner_(inner), failing_steps_(std::move(failing_steps)) {}
+  std::string description() const override { return "failing (test)"; }
+  ReferenceLabel label(const ReferenceConfiguration& configuration, ReferenceUse use) override {
+    if (failing_steps_.count(configuration.step) != 0)
+      throw ReferenceFailure("client returned NaN forces (test)");
+    return inner_.label(configuration, use);
+  }
+
+ private:
+  Reference& inner_;
+  std::set<int64_t> failing_steps_;
+};
+
+struct FailingRun {
+  FailingRun(const TrainerSettings& settings, std::set<int64_t> failing_steps) :
+      configurations(argon_configurations(5, kCutoff)),
+      recording(&source.current),
+      reference(recording, std::move(failing_steps)),
+      trainer(argon_model(kCutoff), settings, reference, MPI_COMM_WORLD,
+              TrainerMessages{{}, [this](const std::string& line) { warnings.push_back(line); }}) {}
+  void steps(int64_t first, int64_t last) {
+    for (int64_t step = first; step <= last; ++step) {
+      source.step = step;
+      source.current = configurations[static_cast<std::size_t>(step) % configurations.size()].get();
+      trainer.on_step(step, source);
+    }
+  }
+  std::vector<std::unique_ptr<MdConfiguration>> configurations;
+  TestFrameSource source;
+  RecordingReference recording;
+  FailingReference reference;
+  std::vector<std::string> warnings;
+  OnTheFlyTrainer trainer;
+};
+
+TEST(OnTheFlyTrainer, AFailedLabelIsSkippedAndCountedWhileTheModelDrives) {
+  TrainerSettings settings = base_settings();
+  settings.policy.mode = DriveMode::Model;
+  FailingRun run(settings, {2, 6});
+  run.steps(0, 9);
+  EXPECT_EQ(run.trainer.counters().skipped_labels, 2);
+  EXPECT_EQ(run.trainer.counters().reference_calls, 3);   // steps 0, 4, 8
+  EXPECT_EQ(run.trainer.session().report().buffer_frames, 3);
+  ASSERT_EQ(run.warnings.size(), 2u);
+  EXPECT_NE(run.warnings[0].find("step 2: label skipped, the model drives on"), std::string::npos)
+      << run.warnings[0];
+  EXPECT_NE(run.warnings[0].find("NaN forces"), std::string::npos);
+}
+
+TEST(OnTheFlyTrainer, AFailedLabelStopsTheRunWhileTheReferenceDrives) {
+  TrainerSettings settings = base_settings();
+  settings.policy.mode = DriveMode::Reference;
+  FailingRun run(settings, {3});
+  try {
+    run.steps(0, 9);
+    FAIL() << "no error";
+  } catch (const TrainingError& error) {
+    EXPECT_NE(std::string(error.what()).find("the reference drives the MD but could not label "
+                                             "step 3: client returned NaN forces"),
+              std::string::npos)
+        << error.what();
+  }
+  EXPECT_EQ(run.trainer.counters().skipped_labels, 0);
+}
+
+TEST(OnTheFlyTrainer, TheJournalHoldsEveryAnswerAndAWarmStartRefillsTheBuffer) {
+  const std::string journal = ::testing::TempDir() + "otf-trainer-journal-" +
+                              std::to_string(::getpid()) + ".extxyz";
+  std::remove(journal.c_str());
+  TrainerSettings settings = base_settings();
+  settings.policy.mode = DriveMode::Reference;
+  settings.journal_path = journal;
+  settings.type_elements = {"", "Ar"};
+  {
+    TrainerRun run(settings);
+    run.steps(0, 5);
+    run.steps(5, 5);   // a repeated step is not journalled twice
+  }
+  const JournalContents contents = read_label_journal(journal);
+  ASSERT_EQ(contents.frames.size(), 6u);
+  const auto configurations = argon_configurations(5, kCutoff);
+  for (std::size_t k = 0; k < contents.frames.size(); ++k) {
+    const JournalFrame& frame = contents.frames[k];
+    const MdConfiguration& expected = *configurations[k % configurations.size()];
+    EXPECT_EQ(frame.step, static_cast<int64_t>(k));
+    EXPECT_EQ(frame.call, static_cast<int64_t>(k + 1));
+    EXPECT_EQ(frame.units, "metal");
+    EXPECT_EQ(frame.energy, expected.energy());
+    EXPECT_EQ(frame.forces, expected.owned_forces());
+    EXPECT_EQ(frame.symbols, std::vector<std::string>(frame.symbols.size(), "Ar"));
+    // Labelled steps (every 2) carry the uncertainty measured before the label was learned.
+    EXPECT_EQ(frame.uncertainty.empty(), k % 2 == 1) << "frame " << k;
+  }
+
+  TrainerSettings warm = base_settings();
+  warm.policy.mode = DriveMode::Model;
+  warm.warm_start_paths = {journal};
+  TrainerRun run(warm);
+  run.steps(0, 0);
+  EXPECT_EQ(run.trainer.session().report().buffer_frames, 7);   // 6 journalled + step 0
+  EXPECT_GT(run.trainer.session().report().optimizer_steps, 0);
+
+  TrainerSettings other_units = warm;
+  other_units.unit_style = "real";
+  TrainerRun refused(other_units);
+  try {
+    refused.steps(0, 0);
+    FAIL() << "no error";
+  } catch (const TrainingError& error) {
+    EXPECT_NE(std::string(error.what()).find("in units metal, this run in units real"),
+              std::string::npos)
+        << error.what();
+  }
+  std::remove(journal.c_str());
 }
 
 TEST(OnTheFlyTrainer, SaveEveryNeedsAFile) {

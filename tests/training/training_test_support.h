@@ -48,6 +48,7 @@ class MdConfiguration {
     return part;
   }
   double energy() const { return energy_; }
+  const PeriodicConfiguration& configuration() const { return config_; }
   const std::vector<double>& owned_forces() const { return owned_forces_; }
   int num_local() const { return system_->num_local(); }
 
@@ -105,8 +106,30 @@ class TestFrameSource : public MdFrameSource {
     ReferenceConfiguration configuration;
     configuration.step = step;
     configuration.num_local = current->num_local();
+    // What a reference outside the MD code (and the label journal) reads: positions, types
+    // (species + 1), ids 1..N and the cell.
+    const PeriodicConfiguration& config = current->configuration();
+    positions.assign(config.positions.begin(),
+                     config.positions.begin() + 3 * static_cast<std::ptrdiff_t>(current->num_local()));
+    types.clear();
+    ids.clear();
+    for (int i = 0; i < current->num_local(); ++i) {
+      types.push_back(config.species[static_cast<std::size_t>(i)] + 1);
+      ids.push_back(i + 1);
+    }
+    configuration.positions = positions.data();
+    configuration.types = types.data();
+    configuration.ids = ids.data();
+    configuration.atoms_in_frame = current->num_local();
+    for (int a = 0; a < 3; ++a)
+      for (int d = 0; d < 3; ++d)
+        configuration.cell[static_cast<std::size_t>(3 * a + d)] =
+            config.cell[static_cast<std::size_t>(a)][static_cast<std::size_t>(d)];
     return configuration;
   }
+  std::vector<double> positions;
+  std::vector<int> types;
+  std::vector<int64_t> ids;
   double* force_uncertainty_per_atom() override {
     uncertainty.assign(static_cast<std::size_t>(current->num_local()), -1.0);
     return uncertainty.data();

@@ -1,0 +1,198 @@
+#include "ipi_reference.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <exception>
+#include <fstream>
+#include <iterator>
+#include <sys/stat.h>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "client_process.h"
+#include "frame_gather.h"
+#include "rank_agreement.h"
+
+namespace otf {
+namespace {
+
+// A broadcast from rank 0 that the other ranks wait for asleep: while rank 0 waits minutes for
+// an ab initio code, busy-polling ranks would take the cores the code runs on.
+void patient_broadcast(void* buffer, int count, MPI_Datatype type, MPI_Comm world) {
+  MPI_Request request;
+  MPI_Ibcast(buffer, count, type, 0, world, &request);
+  int done = 0;
+  MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+  while (!done) {
+    const timespec pause{0, 1000000};  // 1 ms
+    nanosleep(&pause, nullptr);
+    MPI_Test(&request, &done, MPI_STATUS_IGNORE);
+  }
+}
+
+}  // namespace
+
+IpiReference::IpiReference(IpiReferenceSettings settings, MPI_Comm world) :
+    settings_(std::move(settings)), world_(world), address_(settings_.address) {
+  MPI_Comm_rank(world_, &rank_);
+  const std::string failure = first_failure_on_any_rank(world_, [&] {
+    if (rank_ != 0) return;
+    server_ = std::make_unique<IpiServer>(settings_.address);
+    address_ = server_->address();
+    if (!settings_.client_command.empty()) start_client();
+  });
+  if (!failure.empty()) throw std::runtime_error(failure);
+  // Every rank reports the same address (the real port).
+  std::string described = address_.describe();
+  broadcast_bytes(described, 0, world_);
+  int port = address_.port;
+  MPI_Bcast(&port, 1, MPI_INT, 0, world_);
+  address_.port = port;
+}
+
+IpiReference::~IpiReference() {
+  if (rank_ != 0) return;
+  try {
+    if (server_) server_->send_exit_and_close();
+    if (client_) {
+      // A client that heard EXIT ends by itself; one that does not is stopped.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+      while (client_->running() && std::chrono::steady_clock::now() < deadline)
+        std::this_thread::sleep_for(std::chrono::milliseconds(20));
+      client_->stop();
+    }
+  } catch (...) {
+    // Destructors do not throw; the client's process group is killed by ClientProcess anyway.
+  }
+}
+
+std::string IpiReference::description() const {
+  std::string text = "i-PI client at " + address_.describe();
+  if (!settings_.client_command.empty()) text += " (started as: " + settings_.client_command + ")";
+  return text;
+}
+
+void IpiReference::start_client() {
+  client_ = std::make_unique<ClientProcess>(
+      substitute_address(settings_.client_command, address_), settings_.client_log, address_);
+  ++client_starts_;
+}
+
+bool IpiReference::client_alive() { return !client_ || client_->running(); }
+
+IpiResult IpiReference::attempt(const IpiRequest& request) {
+  if (!server_->connected()) {
+    if (client_ && !client_->running()) start_client();
+    server_->accept_client(settings_.connect_timeout, [this] { return client_alive(); });
+  }
+  const std::uintmax_t log_offset = client_log_size();
+  IpiResult result =
+      server_->compute(request, settings_.call_timeout, [this] { return client_alive(); });
+  if (client_log_says_not_converged(log_offset))
+    throw IpiFailure(IpiFailureKind::NotConverged,
+                     "the client wrote '" + settings_.not_converged_text + "' to " +
+                         settings_.client_log + " during this call (its SCF did not converge)");
+  return result;
+}
+
+std::uintmax_t IpiReference::client_log_size() const {
+  struct stat status {};
+  if (settings_.not_converged_text.empty() || settings_.client_log.empty() ||
+      ::stat(settings_.client_log.c_str(), &status) != 0)
+    return 0;
+  return static_cast<std::uintmax_t>(status.st_size);
+}
+
+bool IpiReference::client_log_says_not_converged(std::uintmax_t offset) const {
+  if (settings_.not_converged_text.empty() || settings_.client_log.empty()) return false;
+  std::ifstream log(settings_.client_log, std::ios::binary);
+  if (!log) return false;
+  log.seekg(static_cast<std::streamoff>(offset));
+  const std::string gained((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  return gained.find(settings_.not_converged_text) != std::string::npos;
+}
+
+ReferenceLabel IpiReference::label(const ReferenceConfiguration& configuration,
+                                   ReferenceUse /*use*/) {
+  std::unique_ptr<FrameGather> frame;
+  std::string failure = first_failure_on_any_rank(
+      world_, [&] { frame = std::make_unique<FrameGather>(configuration, world_); });
+  if (!failure.empty()) throw ReferenceFailure(failure);
+
+  const AtomicUnitConversion& units = settings_.units;
+  // Rank 0: energy, virial (9) and the whole frame's forces in MD units, or a failure.
+  std::vector<double> totals(10, 0.0);
+  std::vector<double> whole_forces;
+  int ok = 1;
+  if (rank_ == 0) {
+    IpiRequest request;
+    for (int k = 0; k < 9; ++k)
+      request.cell[static_cast<std::size_t>(k)] =
+          configuration.cell[static_cast<std::size_t>(k)] * units.bohr_per_length;
+    request.positions = frame->positions();
+    for (double& x : request.positions) x *= units.bohr_per_length;
+    std::string last_failure;
+    ok = 0;
+    for (int attempt_index = 0; attempt_index <= settings_.retries && !ok; ++attempt_index) {
+      try {
+        const IpiResult result = attempt(request);
+        totals[0] = result.energy / units.hartree_per_energy;
+        for (int k = 0; k < 9; ++k)
+          totals[static_cast<std::size_t>(1 + k)] =
+              result.virial[static_cast<std::size_t>(k)] / units.hartree_per_energy;
+        whole_forces = result.forces;
+        for (double& f : whole_forces) f /= units.hartree_per_bohr_per_force();
+        ok = 1;
+      } catch (std::exception& error) {
+        ++failed_attempts_;
+        last_failure = error.what();
+        if (client_) {
+          if (!client_->running()) last_failure += " (client " + client_->exit_description() + ")";
+          const std::string tail = client_->log_tail(600);
+          if (!tail.empty() && !settings_.client_log.empty())
+            last_failure += "; the end of " + settings_.client_log + ":\n" + tail;
+        }
+        const bool again = attempt_index < settings_.retries;
+        if (settings_.warn)
+          settings_.warn("step " + std::to_string(configuration.step) + ": the i-PI reference (" +
+                         address_.describe() + ") failed: " + last_failure +
+                         (again ? (client_ ? "; restarting the client and trying again"
+                                           : "; waiting for the client to connect again")
+                                : "; no retries left"));
+        if (again && client_) {
+          server_->drop_client();
+          client_->stop();
+          try {
+            start_client();
+          } catch (std::exception& start_error) {
+            last_failure = start_error.what();
+            break;
+          }
+        }
+      }
+    }
+    if (!ok) failure = "the i-PI reference at " + address_.describe() + " failed " +
+                       std::to_string(settings_.retries + 1) + " time(s) on step " +
+                       std::to_string(configuration.step) + "; last: " + last_failure;
+  }
+  patient_broadcast(&ok, 1, MPI_INT, world_);
+  if (!ok) {
+    broadcast_bytes(failure, 0, world_);
+    throw ReferenceFailure(failure);
+  }
+  MPI_Bcast(totals.data(), 10, MPI_DOUBLE, 0, world_);
+  ReferenceLabel label;
+  label.energy = totals[0];
+  // i-PI's virial is a 3x3 matrix; LAMMPS keeps xx yy zz xy xz yz (off-diagonals averaged).
+  const double* v = totals.data() + 1;
+  label.virial = {v[0], v[4], v[8], 0.5 * (v[1] + v[3]), 0.5 * (v[2] + v[6]),
+                  0.5 * (v[5] + v[7])};
+  label.owned_forces = frame->scatter(whole_forces, 3);
+  return label;
+}
+
+}  // namespace otf

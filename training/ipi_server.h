@@ -1,0 +1,127 @@
+// The server ("driver") side of the i-PI socket protocol, through which ab initio codes (CP2K's
+// RUN_TYPE DRIVER, Quantum ESPRESSO's pw.x --ipi, ASE's SocketClient) label configurations: we
+// listen, the code connects, we send cell and positions and read energy, forces and virial.
+// Transport only: atomic units in and out, one connection at a time, every wait bounded.
+#pragma once
+
+#include <sys/types.h>
+
+#include <array>
+#include <functional>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace otf {
+
+struct IpiAddress {
+  enum class Kind { Unix, Inet };
+  Kind kind = Kind::Unix;
+  // Unix: the name the client is given (the socket file is /tmp/ipi_<name>, every client's
+  // convention). Inet: the host to bind; empty means "127.0.0.1".
+  std::string name;
+  // Inet only; 0 lets the system pick a free port (IpiServer::address() then has the real one).
+  int port = 0;
+  std::string unix_path() const;  // "/tmp/ipi_" + name
+  std::string describe() const;   // "unix:/tmp/ipi_si" or "inet:127.0.0.1:31415"
+};
+
+enum class IpiFailureKind {
+  NeverConnected,  // no client connected within the timeout
+  ClientExited,    // the client process ended while we waited for it
+  Disconnected,    // EOF, connection reset, broken pipe
+  Timeout,         // no complete answer within the call's deadline
+  ProtocolError,   // unexpected header or impossible lengths
+  NonFinite,       // NaN or inf in energy, forces or virial
+  WrongAtomCount,  // the reply has another number of atoms than was sent
+  NotConverged,    // the client's extra JSON says its SCF did not converge
+};
+std::string to_string(IpiFailureKind kind);
+
+// A failed exchange; the message names the address and what was expected, for the user.
+class IpiFailure : public std::runtime_error {
+ public:
+  IpiFailure(IpiFailureKind kind, const std::string& message);
+  IpiFailureKind kind() const { return kind_; }
+
+ private:
+  IpiFailureKind kind_;
+};
+
+// Atomic units (Bohr, Hartree), as on the wire.
+struct IpiRequest {
+  std::array<double, 9> cell{};   // lattice vectors as rows a, b, c (Bohr); must be invertible
+  std::vector<double> positions;  // [natoms][3] (Bohr)
+};
+
+struct IpiResult {
+  double energy = 0.0;             // Hartree
+  std::vector<double> forces;      // [natoms][3] (Hartree/Bohr)
+  std::array<double, 9> virial{};  // 3x3 row-major (Hartree): sum r_i (x) f_i, LAMMPS' sign
+  std::string extra;               // the client's free-form string, trailing NUL bytes removed
+};
+
+class IpiServer {
+ public:
+  // Binds and listens. Unix: a stale socket file (a socket nobody accepts on) is replaced; a path
+  // over the sockaddr_un limit, a file that is not a socket and a socket in use are refused.
+  // Inet: binds host:port with SO_REUSEADDR. Throws std::runtime_error naming the address.
+  explicit IpiServer(IpiAddress address);
+  // Sends nothing (send_exit_and_close() is the polite end); closes, removes the socket file.
+  ~IpiServer();
+  IpiServer(const IpiServer&) = delete;
+  IpiServer& operator=(const IpiServer&) = delete;
+
+  // With the real port when port 0 was asked for.
+  const IpiAddress& address() const { return address_; }
+
+  // Drops any previous connection, then waits up to timeout_seconds for a client. Every 0.1 s
+  // asks client_alive (may be empty): IpiFailure(ClientExited) when it returns false,
+  // IpiFailure(NeverConnected) at the timeout.
+  void accept_client(double timeout_seconds, const std::function<bool()>& client_alive = {});
+  bool connected() const { return client_.valid(); }
+
+  // One energy/forces/virial call; timeout_seconds bounds the whole call (the client's
+  // computation included). Throws IpiFailure (the connection is then dropped), or
+  // std::logic_error, the connection untouched, for a call that cannot be made: no client
+  // connected, or a request that cannot be sent (singular cell, positions not [natoms][3]).
+  IpiResult compute(const IpiRequest& request, double timeout_seconds,
+                    const std::function<bool()>& client_alive = {});
+
+  // Best effort: sends EXIT if connected (waiting at most a second), closes the connection.
+  void send_exit_and_close();
+  void drop_client();
+
+ private:
+  // A file descriptor that closes itself.
+  class Descriptor {
+   public:
+    Descriptor() = default;
+    explicit Descriptor(int fd) : fd_(fd) {}
+    ~Descriptor() { reset(); }
+    Descriptor(Descriptor&& other) noexcept : fd_(other.fd_) { other.fd_ = -1; }
+    Descriptor& operator=(Descriptor&& other) noexcept;
+    Descriptor(const Descriptor&) = delete;
+    Descriptor& operator=(const Descriptor&) = delete;
+    int get() const { return fd_; }
+    bool valid() const { return fd_ >= 0; }
+    void reset(int fd = -1);
+
+   private:
+    int fd_ = -1;
+  };
+
+  IpiResult exchange(const IpiRequest& request, double timeout_seconds,
+                     const std::function<bool()>& client_alive);
+
+  IpiAddress address_;
+  Descriptor listener_;
+  Descriptor client_;
+  // The socket file this server created (empty for Inet), and its identity: the destructor
+  // removes it only while it is still ours.
+  std::string created_unix_path_;
+  dev_t created_device_ = 0;
+  ino_t created_inode_ = 0;
+};
+
+}  // namespace otf
