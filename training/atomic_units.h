@@ -8,8 +8,8 @@
 namespace otf {
 
 struct AtomicUnitConversion {
-  std::string unit_style;         // e.g. "metal"
-  double bohr_per_length = 1.0;   // one MD length unit in Bohr
+  std::string unit_style;           // e.g. "metal"
+  double bohr_per_length = 1.0;     // one MD length unit in Bohr
   double hartree_per_energy = 1.0;  // one MD energy unit in Hartree
   // One MD force unit (energy / length) in Hartree / Bohr.
   double hartree_per_bohr_per_force() const { return hartree_per_energy / bohr_per_length; }

@@ -16,12 +16,12 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
 #include <mutex>
 #include <set>
-#include <cstdlib>
 #include <stdexcept>
 #include <thread>
 #include <vector>
@@ -170,7 +170,11 @@ ClientProcess::ClientProcess(const std::string& command, const std::string& log_
   }
   std::vector<std::string> environment;
   for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    // The host's MPI job description: a client that is an MPI program itself (cp2k.psmp,
+    // pw.x) would take it for its own and try to join the host's job.
     bool overridden = false;
+    for (const char* prefix : {"OMPI_", "PMIX_", "PMI_", "OPAL_", "HYDRA_", "MPIR_"})
+      overridden = overridden || std::strncmp(*entry, prefix, std::strlen(prefix)) == 0;
     for (const auto& [name, value] : ours)
       overridden = overridden || std::strncmp(*entry, (name + "=").c_str(), name.size() + 1) == 0;
     if (!overridden) environment.emplace_back(*entry);

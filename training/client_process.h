@@ -21,11 +21,11 @@ std::string substitute_address(const std::string& command, const IpiAddress& add
 class ClientProcess {
  public:
   // Starts `/bin/sh -c command` (the command is run as given: substitute_address() is the
-  // caller's) in a new process group, stdin from /dev/null, stdout and stderr appended to log_path
-  // (created; empty: /dev/null). With an address, OTF_IPI_MODE (unix|inet), OTF_IPI_HOST,
-  // OTF_IPI_PORT and OTF_IPI_UNIX_PATH describe it in the client's environment (filled as
-  // substitute_address fills the placeholders). Throws std::runtime_error when it cannot start
-  // (log file, /bin/sh).
+  // caller's) in a new process group, stdin from /dev/null, stdout and stderr appended to log_path,
+  // without the host's MPI job variables (OMPI_*, PMIX_*, PMI_*, ...), (created; empty: /dev/null).
+  // With an address, OTF_IPI_MODE (unix|inet), OTF_IPI_HOST, OTF_IPI_PORT and OTF_IPI_UNIX_PATH
+  // describe it in the client's environment (filled as substitute_address fills the placeholders).
+  // Throws std::runtime_error when it cannot start (log file, /bin/sh).
   ClientProcess(const std::string& command, const std::string& log_path,
                 const std::optional<IpiAddress>& address = std::nullopt);
   ~ClientProcess();  // stop()

@@ -16,8 +16,8 @@ std::vector<int> scaled(const std::vector<int>& values, int factor) {
 
 }  // namespace
 
-FrameGather::FrameGather(const ReferenceConfiguration& configuration, MPI_Comm world) :
-    world_(world), num_local_(configuration.num_local) {
+FrameGather::FrameGather(const ReferenceConfiguration& configuration, MPI_Comm world)
+    : world_(world), num_local_(configuration.num_local) {
   int ranks = 1;
   MPI_Comm_rank(world_, &rank_);
   MPI_Comm_size(world_, &ranks);
@@ -57,7 +57,9 @@ FrameGather::FrameGather(const ReferenceConfiguration& configuration, MPI_Comm w
     const auto g = static_cast<std::size_t>(gathered_index_of_sorted_[n]);
     ids_[n] = gathered_ids[g];
     types_[n] = gathered_types[g];
-    for (int d = 0; d < 3; ++d) positions_[3 * n + static_cast<std::size_t>(d)] = gathered_positions[3 * g + static_cast<std::size_t>(d)];
+    for (int d = 0; d < 3; ++d)
+      positions_[3 * n + static_cast<std::size_t>(d)] =
+          gathered_positions[3 * g + static_cast<std::size_t>(d)];
     if (n > 0 && ids_[n] == ids_[n - 1])
       throw std::runtime_error("atom ID " + std::to_string(ids_[n]) +
                                " is held twice: a whole frame needs unique atom IDs");

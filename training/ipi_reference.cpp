@@ -2,13 +2,13 @@
 
 #include <time.h>
 
+#include <sys/stat.h>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <exception>
 #include <fstream>
 #include <iterator>
-#include <sys/stat.h>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -36,8 +36,8 @@ void patient_broadcast(void* buffer, int count, MPI_Datatype type, MPI_Comm worl
 
 }  // namespace
 
-IpiReference::IpiReference(IpiReferenceSettings settings, MPI_Comm world) :
-    settings_(std::move(settings)), world_(world), address_(settings_.address) {
+IpiReference::IpiReference(IpiReferenceSettings settings, MPI_Comm world)
+    : settings_(std::move(settings)), world_(world), address_(settings_.address) {
   MPI_Comm_rank(world_, &rank_);
   const std::string failure = first_failure_on_any_rank(world_, [&] {
     if (rank_ != 0) return;
@@ -77,8 +77,8 @@ std::string IpiReference::description() const {
 }
 
 void IpiReference::start_client() {
-  client_ = std::make_unique<ClientProcess>(
-      substitute_address(settings_.client_command, address_), settings_.client_log, address_);
+  client_ = std::make_unique<ClientProcess>(substitute_address(settings_.client_command, address_),
+                                            settings_.client_log, address_);
   ++client_starts_;
 }
 
@@ -175,9 +175,10 @@ ReferenceLabel IpiReference::label(const ReferenceConfiguration& configuration,
         }
       }
     }
-    if (!ok) failure = "the i-PI reference at " + address_.describe() + " failed " +
-                       std::to_string(settings_.retries + 1) + " time(s) on step " +
-                       std::to_string(configuration.step) + "; last: " + last_failure;
+    if (!ok)
+      failure = "the i-PI reference at " + address_.describe() + " failed " +
+                std::to_string(settings_.retries + 1) + " time(s) on step " +
+                std::to_string(configuration.step) + "; last: " + last_failure;
   }
   patient_broadcast(&ok, 1, MPI_INT, world_);
   if (!ok) {
@@ -189,8 +190,7 @@ ReferenceLabel IpiReference::label(const ReferenceConfiguration& configuration,
   label.energy = totals[0];
   // i-PI's virial is a 3x3 matrix; LAMMPS keeps xx yy zz xy xz yz (off-diagonals averaged).
   const double* v = totals.data() + 1;
-  label.virial = {v[0], v[4], v[8], 0.5 * (v[1] + v[3]), 0.5 * (v[2] + v[6]),
-                  0.5 * (v[5] + v[7])};
+  label.virial = {v[0], v[4], v[8], 0.5 * (v[1] + v[3]), 0.5 * (v[2] + v[6]), 0.5 * (v[5] + v[7])};
   label.owned_forces = frame->scatter(whole_forces, 3);
   return label;
 }

@@ -27,14 +27,14 @@ struct IpiReferenceSettings {
   // The client's command line (run by /bin/sh, {host} {port} {unix_path} {address} replaced);
   // empty: the user starts the client.
   std::string client_command;
-  std::string client_log;           // where the client's output goes (empty: /dev/null)
-  double connect_timeout = 300.0;   // seconds for a client to connect
-  double call_timeout = 3600.0;     // seconds for one energy/forces/virial call
-  int retries = 2;                  // further attempts after a failed call
+  std::string client_log;          // where the client's output goes (empty: /dev/null)
+  double connect_timeout = 300.0;  // seconds for a client to connect
+  double call_timeout = 3600.0;    // seconds for one energy/forces/virial call
+  int retries = 2;                 // further attempts after a failed call
   // A text the client writes to client_log when its SCF did not converge (e.g. CP2K's "SCF run
   // NOT converged"): found in what the log gained during a call, it fails that call. Empty: off.
   std::string not_converged_text;
-  AtomicUnitConversion units;       // the MD code's units
+  AtomicUnitConversion units;  // the MD code's units
   // Rank 0: where failures that are retried are reported (may be empty).
   std::function<void(const std::string&)> warn;
 };
@@ -72,8 +72,8 @@ class IpiReference : public Reference {
   MPI_Comm world_;
   int rank_ = 0;
   IpiAddress address_;
-  std::unique_ptr<IpiServer> server_;        // rank 0
-  std::unique_ptr<ClientProcess> client_;    // rank 0, when this side starts the client
+  std::unique_ptr<IpiServer> server_;      // rank 0
+  std::unique_ptr<ClientProcess> client_;  // rank 0, when this side starts the client
   int64_t failed_attempts_ = 0;
   int64_t client_starts_ = 0;
 };

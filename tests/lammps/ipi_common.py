@@ -74,6 +74,8 @@ def read_journal(path):
             "species": [a[0] for a in atoms],
             "positions": pick("pos"),
             "forces": pick("forces"),
+            "ids": ([int(a[columns["id"][0]]) for a in atoms] if "id" in columns
+                    else list(range(1, count + 1))),
             "info": info,
         })
         i += 2 + count

@@ -21,7 +21,7 @@ TEST(AtomicUnits, MetalRealElectronAndSiMatchCodata2018) {
   // 1 Hartree/Bohr = 51.42208619083232 eV/A.
   EXPECT_NEAR(1.0 / metal.hartree_per_bohr_per_force(), 27.211386245988 / 0.529177210903, 1e-10);
   const AtomicUnitConversion real = atomic_unit_conversion("real");
-  EXPECT_NEAR(1.0 / real.hartree_per_energy, 627.5094740631, 1e-8);   // kcal/mol per Hartree
+  EXPECT_NEAR(1.0 / real.hartree_per_energy, 627.5094740631, 1e-8);  // kcal/mol per Hartree
   const AtomicUnitConversion electron = atomic_unit_conversion("electron");
   EXPECT_EQ(electron.bohr_per_length, 1.0);
   EXPECT_EQ(electron.hartree_per_energy, 1.0);

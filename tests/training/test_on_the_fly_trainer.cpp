@@ -32,13 +32,31 @@ TrainerSettings base_settings() {
   return settings;
 }
 
+// A reference that gives up (as an i-PI client does once its retries are spent) on some steps.
+class FailingReference : public Reference {
+ public:
+  FailingReference(Reference& inner, std::set<int64_t> failing_steps) :
+      inner_(inner), failing_steps_(std::move(failing_steps)) {}
+  std::string description() const override { return "failing (test)"; }
+  ReferenceLabel label(const ReferenceConfiguration& configuration, ReferenceUse use) override {
+    if (failing_steps_.count(configuration.step) != 0)
+      throw ReferenceFailure("client returned NaN forces (test)");
+    return inner_.label(configuration, use);
+  }
+
+ private:
+  Reference& inner_;
+  std::set<int64_t> failing_steps_;
+};
+
 struct TrainerRun {
-  explicit TrainerRun(const TrainerSettings& settings) :
+  explicit TrainerRun(const TrainerSettings& settings, std::set<int64_t> failing_steps = {}) :
       configurations(argon_configurations(5, kCutoff)),
       reference(&source.current),
-      trainer(argon_model(kCutoff), settings, reference, MPI_COMM_WORLD, messages()) {}
+      failing(reference, std::move(failing_steps)),
+      trainer(argon_model(kCutoff), settings, failing, MPI_COMM_WORLD,
+              TrainerMessages{{}, [this](const std::string& line) { warnings.push_back(line); }}) {}
 
-  static TrainerMessages messages() { return {}; }
   // Steps [first, last], the configuration cycling every step.
   void steps(int64_t first, int64_t last) {
     for (int64_t step = first; step <= last; ++step) {
@@ -51,6 +69,8 @@ struct TrainerRun {
   std::vector<std::unique_ptr<MdConfiguration>> configurations;
   TestFrameSource source;
   RecordingReference reference;
+  FailingReference failing;   // fails on the given steps, else answers as `reference`
+  std::vector<std::string> warnings;
   OnTheFlyTrainer trainer;
 };
 
@@ -132,49 +152,10 @@ TEST(OnTheFlyTrainer, ARestartArchiveContinuesTheRunExactly) {
             uninterrupted.trainer.policy().state().model_driven_steps);
 }
 
-// A reference that gives up (as an i-PI client does once its retries are spent) on some steps.
-class FailingReference : public Reference {
- public:
-  FailingReference(Reference& inner, std::set<int64_t> failing_steps) :
-      inner_(inner), failing_steps_(std::move(failing_steps)) {}
-  std::string description() const override { return "failing (test)"; }
-  ReferenceLabel label(const ReferenceConfiguration& configuration, ReferenceUse use) override {
-    if (failing_steps_.count(configuration.step) != 0)
-      throw ReferenceFailure("client returned NaN forces (test)");
-    return inner_.label(configuration, use);
-  }
-
- private:
-  Reference& inner_;
-  std::set<int64_t> failing_steps_;
-};
-
-struct FailingRun {
-  FailingRun(const TrainerSettings& settings, std::set<int64_t> failing_steps) :
-      configurations(argon_configurations(5, kCutoff)),
-      recording(&source.current),
-      reference(recording, std::move(failing_steps)),
-      trainer(argon_model(kCutoff), settings, reference, MPI_COMM_WORLD,
-              TrainerMessages{{}, [this](const std::string& line) { warnings.push_back(line); }}) {}
-  void steps(int64_t first, int64_t last) {
-    for (int64_t step = first; step <= last; ++step) {
-      source.step = step;
-      source.current = configurations[static_cast<std::size_t>(step) % configurations.size()].get();
-      trainer.on_step(step, source);
-    }
-  }
-  std::vector<std::unique_ptr<MdConfiguration>> configurations;
-  TestFrameSource source;
-  RecordingReference recording;
-  FailingReference reference;
-  std::vector<std::string> warnings;
-  OnTheFlyTrainer trainer;
-};
-
 TEST(OnTheFlyTrainer, AFailedLabelIsSkippedAndCountedWhileTheModelDrives) {
   TrainerSettings settings = base_settings();
   settings.policy.mode = DriveMode::Model;
-  FailingRun run(settings, {2, 6});
+  TrainerRun run(settings, {2, 6});
   run.steps(0, 9);
   EXPECT_EQ(run.trainer.counters().skipped_labels, 2);
   EXPECT_EQ(run.trainer.counters().reference_calls, 3);   // steps 0, 4, 8
@@ -188,7 +169,7 @@ TEST(OnTheFlyTrainer, AFailedLabelIsSkippedAndCountedWhileTheModelDrives) {
 TEST(OnTheFlyTrainer, AFailedLabelStopsTheRunWhileTheReferenceDrives) {
   TrainerSettings settings = base_settings();
   settings.policy.mode = DriveMode::Reference;
-  FailingRun run(settings, {3});
+  TrainerRun run(settings, {3});
   try {
     run.steps(0, 9);
     FAIL() << "no error";
