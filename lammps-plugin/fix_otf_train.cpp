@@ -39,6 +39,7 @@
 #include "modify.h"
 #include "neigh_list.h"
 #include "neighbor.h"
+#include "timer.h"
 #include "update.h"
 
 #include <algorithm>
@@ -61,7 +62,8 @@ const char *const kKeywords =
     "precision, every, steps_per_frame, batch, lr, optimizer, weights, buffer, validation, "
     "seed, clip, scale_init, scale_growth, scale_backoff, scale_interval, save, save_every, "
     "stats_frames, drive, thresholds, check_every, lr_schedule, accumulate, ema, max_skips, "
-    "journal, warm_start, client, client_log, not_converged, connect_timeout, timeout, retries";
+    "journal, warm_start, max_calls, learning_log, client, client_log, not_converged, "
+    "connect_timeout, timeout, retries";
 constexpr int kVectorSize = 17;
 
 }    // namespace
@@ -348,6 +350,19 @@ void FixOTFTrain::parse_keywords(int narg, char **arg, int iarg)
       if (settings_->journal_path == "none") settings_->journal_path.clear();
       journal_keyword_ = true;
       iarg += 2;
+    } else if (keyword == "max_calls") {
+      value(1);
+      settings_->max_reference_calls = otf_keywords::integer_value(lmp, "fix otf/train", keyword, arg[iarg + 1], 0, 1000000000000LL);
+      iarg += 2;
+      // Optional action: stop (default) ends the run, skip only stops labelling.
+      if (iarg < narg && (strcmp(arg[iarg], "stop") == 0 || strcmp(arg[iarg], "skip") == 0)) {
+        settings_->budget_stops_run = strcmp(arg[iarg], "stop") == 0;
+        iarg++;
+      }
+    } else if (keyword == "learning_log") {
+      value(1);
+      settings_->learning_log_path = otf_keywords::word_value(lmp, "fix otf/train", keyword, arg[iarg + 1]);
+      iarg += 2;
     } else if (keyword == "warm_start") {
       value(1);
       settings_->warm_start_paths.push_back(
@@ -617,12 +632,25 @@ void FixOTFTrain::setup(int vflag)
 void FixOTFTrain::post_force(int /*vflag*/)
 {
   reporting_training_errors([&] { trainer_->on_step(update->ntimestep, *frame_source_); });
+  // The reference-call budget: the run ends after this step (as fix halt's "error continue"
+  // does), and the input goes on with its next command.
+  if (trainer_->stop_requested() && !timer->is_timeout()) {
+    timer->force_timeout();
+    budget_stopped_run_ = true;
+    if (comm->me == 0)
+      utils::logmesg(lmp, "fix otf/train: step {}: {}: the run stops here\n", update->ntimestep,
+                     trainer_->stop_reason());
+  }
 }
 
 /* ---------------------------------------------------------------------- */
 
 void FixOTFTrain::post_run()
 {
+  // Later runs may start (and stop at once while the budget stays spent), as after fix halt's
+  // "error continue".
+  if (budget_stopped_run_) timer->reset_timeout();
+  budget_stopped_run_ = false;
   if (trainer_) reporting_training_errors([&] { trainer_->end_of_run(update->ntimestep); });
 }
 

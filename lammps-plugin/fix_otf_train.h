@@ -87,6 +87,7 @@ class FixOTFTrain : public Fix {
   // instead of ghost centres (which need a ghost shell of 2 x cutoff).
   bool fold_images_ = false;
   bool ghost_cutoff_warned_ = false;
+  bool budget_stopped_run_ = false;    // this run was ended for the reference-call budget
   double *force_uncertainty_ = nullptr;    // per-atom array [nmax], migrates with the atoms
 
   // From read_restart: the fix's data, applied once the trainer exists (init()).

@@ -1,5 +1,6 @@
 #include "on_the_fly_trainer.h"
 
+#include <chrono>
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -9,6 +10,7 @@
 
 #include "frame_gather.h"
 #include "label_journal.h"
+#include "learning_log.h"
 #include "model_spec.h"
 #include "periodic_system.h"
 #include "potential.h"
@@ -17,6 +19,20 @@
 
 namespace otf {
 namespace {
+
+// Adds the wall time of its life to a counter.
+class Stopwatch {
+ public:
+  explicit Stopwatch(double& seconds) : seconds_(seconds), start_(Clock::now()) {}
+  ~Stopwatch() { seconds_ += std::chrono::duration<double>(Clock::now() - start_).count(); }
+  Stopwatch(const Stopwatch&) = delete;
+  Stopwatch& operator=(const Stopwatch&) = delete;
+
+ private:
+  using Clock = std::chrono::steady_clock;
+  double& seconds_;
+  Clock::time_point start_;
+};
 
 std::string formatted(const char* format, double a, double b, double c, double d) {
   char text[256];
@@ -57,6 +73,11 @@ OnTheFlyTrainer::~OnTheFlyTrainer() = default;
 void OnTheFlyTrainer::on_step(int64_t step, MdFrameSource& md) {
   if (!run_started_) {
     run_started_ = true;
+    if (!settings_.learning_log_path.empty())
+      agreed("cannot open the learning log", [&] {
+        if (rank_ == 0)
+          learning_log_ = std::make_unique<LearningLog>(settings_.learning_log_path, restored_step_);
+      });
     if (!settings_.warm_start_paths.empty()) {
       if (restored_) {
         if (rank_ == 0 && messages_.log)
@@ -80,8 +101,9 @@ void OnTheFlyTrainer::on_step(int64_t step, MdFrameSource& md) {
     // The journal keeps the committee's uncertainty from before the label is learned.
     const bool measure_first = journal_enabled();
     if (measure_first) measure_uncertainty(frame, md);
-    label_and_train(step, frame, md, measure_first);
+    const bool labelled = label_and_train(step, frame, md, measure_first);
     measure_uncertainty(frame, md);
+    log_row(step, labelled ? "label" : "label_skipped");
     const TrainingReport& report = session_->report();
     if (policy_.after_label(report.validated, report.force_rmse, counters_.max_uncertainty) &&
         rank_ == 0 && messages_.log)
@@ -101,7 +123,8 @@ void OnTheFlyTrainer::on_step(int64_t step, MdFrameSource& md) {
                               "model is good enough again",
                               counters_.max_uncertainty, settings_.policy.take_over_uncertainty,
                               0.0, 0.0));
-    if (outcome.label) label_and_train(step, frame, md, true);
+    log_row(step, "check");
+    if (outcome.label) log_row(step, label_and_train(step, frame, md, true) ? "label" : "label_skipped");
   }
   if (settings_.save_every > 0 && step % settings_.save_every == 0 &&
       step != counters_.last_saved_step)
@@ -116,8 +139,22 @@ void OnTheFlyTrainer::end_of_run(int64_t step) {
 bool OnTheFlyTrainer::ask_reference(int64_t step, MdFrameSource& md, ReferenceUse use,
                                     bool record, bool uncertainty_measured,
                                     ReferenceLabel& label) {
+  if (budget_spent()) {
+    const std::string spent = "the reference-call budget (max_calls " +
+                              std::to_string(settings_.max_reference_calls) + ") is spent";
+    if (use == ReferenceUse::Label && !settings_.budget_stops_run) {
+      if (!budget_noted_ && rank_ == 0 && messages_.log)
+        messages_.log("step " + std::to_string(step) + ": " + spent +
+                      ": no more labels, the model drives on");
+      budget_noted_ = true;
+    } else if (stop_reason_.empty()) {
+      stop_reason_ = spent + (use == ReferenceUse::Drive ? " and the reference would drive" : "");
+    }
+    return false;
+  }
   const ReferenceConfiguration configuration = md.reference_configuration();
   try {
+    Stopwatch timing(counters_.reference_seconds);
     label = reference_.label(configuration, use);
   } catch (const ReferenceFailure& failure) {
     if (use == ReferenceUse::Drive)
@@ -131,6 +168,9 @@ bool OnTheFlyTrainer::ask_reference(int64_t step, MdFrameSource& md, ReferenceUs
     return false;
   }
   ++counters_.reference_calls;
+  if (budget_spent() && settings_.budget_stops_run && stop_reason_.empty())
+    stop_reason_ = "the reference-call budget (max_calls " +
+                   std::to_string(settings_.max_reference_calls) + ") is spent";
   if (record && journal_enabled())
     record_label(step, configuration, label,
                  uncertainty_measured ? md.force_uncertainty_per_atom() : nullptr);
@@ -175,6 +215,38 @@ void OnTheFlyTrainer::record_label(int64_t step, const ReferenceConfiguration& c
 }
 
 bool OnTheFlyTrainer::journal_enabled() const { return !settings_.journal_path.empty(); }
+
+bool OnTheFlyTrainer::budget_spent() const {
+  return settings_.max_reference_calls > 0 &&
+         counters_.reference_calls >= settings_.max_reference_calls;
+}
+
+void OnTheFlyTrainer::log_row(int64_t step, const char* event) {
+  if (settings_.learning_log_path.empty()) return;
+  agreed("cannot write the learning log " + settings_.learning_log_path, [&] {
+    if (rank_ != 0 || !learning_log_) return;
+    const TrainingReport& report = session_->report();
+    LearningLogRow row;
+    row.step = step;
+    row.event = event;
+    row.reference_drives = policy_.reference_drives();
+    row.reference_calls = counters_.reference_calls;
+    row.loss = report.last_loss;
+    row.energy_rmse_per_atom = report.energy_rmse_per_atom;
+    row.force_rmse = report.force_rmse;
+    row.stress_rmse = report.stress_rmse;
+    row.max_force_uncertainty = counters_.max_uncertainty;
+    row.loss_scale = report.loss_scale;
+    row.skipped_steps = report.skipped_steps;
+    row.optimizer_steps = report.optimizer_steps;
+    row.buffer_frames = report.buffer_frames;
+    row.skipped_labels = counters_.skipped_labels;
+    row.learning_rate = session_->learning_rate();
+    row.reference_seconds = counters_.reference_seconds;
+    row.training_seconds = counters_.training_seconds;
+    learning_log_->append(row);
+  });
+}
 
 void OnTheFlyTrainer::warm_start() {
   // Rank 0 reads the files and holds each frame whole (its periodic images folded); the other
@@ -265,12 +337,13 @@ void OnTheFlyTrainer::warm_start() {
                   std::to_string(session_->report().optimizer_steps) + " optimizer steps");
 }
 
-void OnTheFlyTrainer::label_and_train(int64_t step, const FramePart& frame, MdFrameSource& md,
+bool OnTheFlyTrainer::label_and_train(int64_t step, const FramePart& frame, MdFrameSource& md,
                                       bool uncertainty_measured) {
   const ReferenceUse use =
       policy_.reference_drives() ? ReferenceUse::Drive : ReferenceUse::Label;
   ReferenceLabel label;
-  if (!ask_reference(step, md, use, true, uncertainty_measured, label)) return;
+  if (!ask_reference(step, md, use, true, uncertainty_measured, label)) return false;
+  Stopwatch timing(counters_.training_seconds);
 
   FramePart labelled = frame;
   labelled.owned_forces = label.owned_forces.data();
@@ -292,6 +365,7 @@ void OnTheFlyTrainer::label_and_train(int64_t step, const FramePart& frame, MdFr
   });
   check_replicas(step);
   check_divergence(step, skipped_before);
+  return true;
 }
 
 void OnTheFlyTrainer::check_divergence(int64_t step, int64_t skipped_before) {
@@ -317,6 +391,7 @@ void OnTheFlyTrainer::check_divergence(int64_t step, int64_t skipped_before) {
 }
 
 void OnTheFlyTrainer::measure_uncertainty(const FramePart& frame, MdFrameSource& md) {
+  Stopwatch timing(counters_.training_seconds);
   agreed("measuring the force uncertainty", [&] {
     counters_.max_uncertainty = session_->force_uncertainty(frame, md.force_uncertainty_per_atom());
   });
@@ -388,6 +463,7 @@ std::string OnTheFlyTrainer::save_restart(int64_t step) {
 std::string OnTheFlyTrainer::load_restart(const TrainerRestart& restart) {
   policy_.restore(restart.policy);
   counters_ = restart.counters;
+  restored_step_ = restart.policy.last_counted_step;
   // Written before the fix's first run: counters only.
   if (restart.session.empty()) return "fix state restored from the restart file (no training yet)";
   restored_ = true;

@@ -22,6 +22,7 @@
 namespace otf {
 
 class LabelJournalWriter;
+class LearningLog;
 
 // What the MD code provides on the steps that need it. Borrowed data stays valid until the next
 // call.
@@ -61,6 +62,13 @@ struct TrainerSettings {
   // each MD type (index 0 unused; empty for a type the model ignores).
   std::string unit_style = "metal";
   std::vector<std::string> type_elements;
+  // A budget of reference calls (0: none). When it is spent the run is asked to stop
+  // (stop_requested()), or, with budget_stops_run false, no more labels are asked for while the
+  // model drives (the run stops only when the reference would have to drive).
+  int64_t max_reference_calls = 0;
+  bool budget_stops_run = true;
+  // CSV learning curves (training/learning_log.h); empty: none.
+  std::string learning_log_path;
 };
 
 // Rank 0 prints what it is given; the MD code routes it to its log and warnings.
@@ -96,12 +104,17 @@ class OnTheFlyTrainer {
   const TrainerCounters& counters() const { return counters_; }
   bool reference_drives() const { return policy_.reference_drives(); }
   const Reference& reference() const { return reference_; }
+  // The run should end after this step (the reference-call budget); why, for the log.
+  bool stop_requested() const { return !stop_reason_.empty(); }
+  const std::string& stop_reason() const { return stop_reason_; }
   // The weights the restarted step's forces came from are in the model until setup() has
   // evaluated them; this puts the trained ones back (no-op otherwise).
   void finish_restart_setup();
 
  private:
-  void label_and_train(int64_t step, const FramePart& frame, MdFrameSource& md,
+  // Returns whether the configuration was labelled (false: the reference failed or the budget
+  // is spent).
+  bool label_and_train(int64_t step, const FramePart& frame, MdFrameSource& md,
                        bool uncertainty_measured);
   // Collective: asks the reference and journals its answer. Returns false when the reference
   // failed while the model drives (the label is skipped and counted); throws TrainingError when
@@ -112,6 +125,9 @@ class OnTheFlyTrainer {
                     const ReferenceLabel& label, const double* uncertainty);
   void warm_start();
   bool journal_enabled() const;
+  bool budget_spent() const;
+  // Rank 0 writes a row of the learning log (when there is one).
+  void log_row(int64_t step, const char* event);
   void measure_uncertainty(const FramePart& frame, MdFrameSource& md);
   void check_replicas(int64_t step);
   void check_divergence(int64_t step, int64_t skipped_before);
@@ -131,6 +147,10 @@ class OnTheFlyTrainer {
   bool run_started_ = false;        // the first on_step() of this trainer has happened
   bool restored_ = false;           // the state came from a restart file
   std::unique_ptr<LabelJournalWriter> journal_;  // rank 0, with a journal path
+  std::unique_ptr<LearningLog> learning_log_;      // rank 0, with a learning log path
+  int64_t restored_step_ = -1;                     // the step of the restart file, if any
+  std::string stop_reason_;
+  bool budget_noted_ = false;
 };
 
 }  // namespace otf

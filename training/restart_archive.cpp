@@ -33,6 +33,8 @@ std::string encode_restart(const TrainerRestart& restart) {
   fields::write_double(archive, "trainer/max_uncertainty", c.max_uncertainty);
   fields::write_int(archive, "trainer/replicas_differ", c.replicas_differ ? 1 : 0);
   fields::write_int(archive, "trainer/skipped_labels", c.skipped_labels);
+  fields::write_double(archive, "trainer/reference_seconds", c.reference_seconds);
+  fields::write_double(archive, "trainer/training_seconds", c.training_seconds);
   fields::write_bytes(archive, "session", restart.session);
   fields::write_int(archive, "ranks", static_cast<int64_t>(restart.rank_buffers.size()));
   for (std::size_t r = 0; r < restart.rank_buffers.size(); ++r)
@@ -104,6 +106,8 @@ TrainerRestart decode_restart(const char* data, std::size_t size) {
     // Added within format 3: files written before it have no such field.
     try {
       c.skipped_labels = fields::read_int(archive, "trainer/skipped_labels", kWhat);
+      c.reference_seconds = fields::read_double(archive, "trainer/reference_seconds", kWhat);
+      c.training_seconds = fields::read_double(archive, "trainer/training_seconds", kWhat);
     } catch (const std::runtime_error&) {
       c.skipped_labels = 0;
     }

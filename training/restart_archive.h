@@ -23,6 +23,8 @@ struct TrainerCounters {
   double max_uncertainty = 0.0;  // at the last measurement
   bool replicas_differ = false;
   int64_t skipped_labels = 0;    // labels given up after the reference failed (model driving)
+  double reference_seconds = 0.0;  // wall time spent in the reference
+  double training_seconds = 0.0;   // wall time spent training, validating, measuring
 };
 
 struct TrainerRestart {

@@ -14,6 +14,10 @@
 #include <string>
 
 #include "label_journal.h"
+#include "learning_log.h"
+
+#include <fstream>
+#include <sstream>
 #include "restart_archive.h"
 #include "training_test_support.h"
 
@@ -231,6 +235,99 @@ TEST(OnTheFlyTrainer, TheJournalHoldsEveryAnswerAndAWarmStartRefillsTheBuffer) {
         << error.what();
   }
   std::remove(journal.c_str());
+}
+
+TEST(OnTheFlyTrainer, ABudgetOfReferenceCallsStopsTheRun) {
+  TrainerSettings settings = base_settings();
+  settings.policy.mode = DriveMode::Model;
+  settings.max_reference_calls = 3;
+  TrainerRun run(settings);
+  run.steps(0, 3);
+  EXPECT_FALSE(run.trainer.stop_requested());
+  run.steps(4, 4);   // the third call
+  EXPECT_TRUE(run.trainer.stop_requested());
+  EXPECT_NE(run.trainer.stop_reason().find("max_calls 3"), std::string::npos);
+  run.steps(5, 9);   // an MD code that goes on anyway gets no more calls
+  EXPECT_EQ(run.trainer.counters().reference_calls, 3);
+  EXPECT_EQ(run.reference.uses.size(), 3u);
+}
+
+TEST(OnTheFlyTrainer, ABudgetThatSkipsLabelsLetsTheModelDriveOn) {
+  TrainerSettings settings = base_settings();
+  settings.policy.mode = DriveMode::Model;
+  settings.max_reference_calls = 2;
+  settings.budget_stops_run = false;
+  TrainerRun run(settings);
+  run.steps(0, 9);
+  EXPECT_FALSE(run.trainer.stop_requested());
+  EXPECT_EQ(run.trainer.counters().reference_calls, 2);
+  EXPECT_EQ(run.trainer.counters().skipped_labels, 0) << "a spent budget is no failure";
+  // The reference cannot drive without calls: then the run must stop.
+  settings.policy.mode = DriveMode::Reference;
+  TrainerRun driven(settings);
+  driven.steps(0, 2);
+  EXPECT_EQ(driven.trainer.counters().reference_calls, 2);
+  EXPECT_TRUE(driven.trainer.stop_requested());
+  EXPECT_NE(driven.trainer.stop_reason().find("the reference would drive"), std::string::npos);
+}
+
+// Rows of a learning log without the timing columns (they differ between runs).
+std::vector<std::string> learning_rows(const std::string& path) {
+  std::ifstream file(path);
+  std::vector<std::string> rows;
+  std::string line;
+  while (std::getline(file, line)) {
+    std::vector<std::string> fields;
+    std::stringstream stream(line);
+    std::string field;
+    while (std::getline(stream, field, ',')) fields.push_back(field);
+    fields.resize(fields.size() - 2);
+    std::string row;
+    for (const auto& f : fields) row += f + ",";
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+TEST(OnTheFlyTrainer, TheLearningLogHasARowPerLabelAndCheckAndSurvivesARestart) {
+  const std::string base = ::testing::TempDir() + "otf-learning-" + std::to_string(::getpid());
+  TrainerSettings settings = base_settings();
+  settings.policy.mode = DriveMode::Auto;
+  settings.policy.check_every = 3;
+  settings.policy.hand_over_force_rmse = 1e6;
+  settings.policy.label_uncertainty = 1e6;
+  settings.policy.take_over_uncertainty = 1e7;
+  settings.learning_log_path = base + "-whole.csv";
+  TrainerRun whole(settings);
+  whole.steps(0, 13);
+  const std::vector<std::string> expected = learning_rows(settings.learning_log_path);
+  ASSERT_GE(expected.size(), 4u);
+  EXPECT_EQ(expected[0].rfind("step,event,drive,reference_calls,loss,", 0), 0u) << expected[0];
+  int labels = 0, checks = 0;
+  for (const auto& row : expected) {
+    labels += row.find(",label,") != std::string::npos;
+    checks += row.find(",check,") != std::string::npos;
+  }
+  EXPECT_EQ(labels, whole.trainer.session().report().buffer_frames);
+  EXPECT_GT(checks, 0);
+
+  // Interrupted after step 7 (the rows of steps 8-9 written before the "crash" are written again
+  // by the restarted run): the same rows, none twice.
+  settings.learning_log_path = base + "-restarted.csv";
+  std::string blob;
+  {
+    TrainerRun first(settings);
+    first.steps(0, 7);
+    blob = first.trainer.save_restart(7);
+    first.steps(8, 9);
+  }
+  TrainerRun resumed(settings);
+  resumed.trainer.load_restart(decode_restart(blob.data(), blob.size()));
+  resumed.trainer.finish_restart_setup();
+  resumed.steps(7, 13);   // step 7 again, as setup() of the continued run evaluates it
+  EXPECT_EQ(learning_rows(settings.learning_log_path), expected);
+  std::remove((base + "-whole.csv").c_str());
+  std::remove((base + "-restarted.csv").c_str());
 }
 
 TEST(OnTheFlyTrainer, SaveEveryNeedsAFile) {
