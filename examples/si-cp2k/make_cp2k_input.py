@@ -206,7 +206,11 @@ def cp2k_input(data, mode, elements, project, socket=None, inet=False, host="127
     w("    &END MGRID")
     w("    &QS")
     w("      EPS_DEFAULT 1.0E-10  # CP2K default; 1E-12 changed E by 2.5E-6 Ha, F by 2E-5 eV/A")
-    if mode == "driver":
+    if mode == "driver" and kpoints > 1:
+        # CP2K 2023.1 aborts (CPASSERT in qs_wf_history_methods.F) when it extrapolates k-point
+        # wavefunctions in driver mode: every call starts from the atomic guess.
+        w("      EXTRAPOLATION USE_GUESS")
+    elif mode == "driver":
         w("      # Reference calls come at irregular intervals, not every MD step: start each SCF")
         w("      # from the previous wavefunction rather than extrapolating a time series.")
         w("      EXTRAPOLATION USE_PREV_WF")
