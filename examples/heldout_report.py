@@ -93,7 +93,9 @@ def main():
     dft_force_rms = math.sqrt(sum(x * x for f in heldout for row in f["forces"] for x in row)
                               / force_count)
 
-    train_steps = int(train_rows[-1]["Step"] - train_rows[0]["Step"])
+    # The held-out run starts where the training run stopped (a budget may end it between thermo
+    # rows).
+    train_steps = int(heldout_rows[0]["Step"] - train_rows[0]["Step"])
     hand_over = re.search(r"step (\d+): the model drives", log)
     model_phase_calls = int(train_rows[-1][f"f_{options.fix}[14]"])
     ref = options.reference
