@@ -109,16 +109,20 @@ TEST(OnTheFlyTrainer, DriveModelOnlyLabelsAndMeasuresTheUncertainty) {
   EXPECT_EQ(run.trainer.policy().state().model_driven_steps, 10);
 }
 
-TEST(OnTheFlyTrainer, DriveAutoHandsOverAndThenOnlyChecks) {
+// drive auto with loose thresholds: the model takes over at the first validated label, and
+// nothing it sees afterwards is uncertain enough to label; checks every 3 steps.
+TrainerSettings auto_settings_that_hand_over_at_once() {
   TrainerSettings settings = base_settings();
   settings.policy.mode = DriveMode::Auto;
   settings.policy.check_every = 3;
-  // Loose thresholds: the model takes over at the first validated label, and nothing it sees
-  // afterwards is uncertain enough to label.
   settings.policy.hand_over_force_rmse = 1e6;
   settings.policy.label_uncertainty = 1e6;
   settings.policy.take_over_uncertainty = 1e7;
-  TrainerRun run(settings);
+  return settings;
+}
+
+TEST(OnTheFlyTrainer, DriveAutoHandsOverAndThenOnlyChecks) {
+  TrainerRun run(auto_settings_that_hand_over_at_once());
   run.steps(0, 20);
   EXPECT_FALSE(run.trainer.reference_drives());
   const int64_t calls = run.trainer.counters().reference_calls;
@@ -291,12 +295,7 @@ std::vector<std::string> learning_rows(const std::string& path) {
 
 TEST(OnTheFlyTrainer, TheLearningLogHasARowPerLabelAndCheckAndSurvivesARestart) {
   const std::string base = ::testing::TempDir() + "otf-learning-" + std::to_string(::getpid());
-  TrainerSettings settings = base_settings();
-  settings.policy.mode = DriveMode::Auto;
-  settings.policy.check_every = 3;
-  settings.policy.hand_over_force_rmse = 1e6;
-  settings.policy.label_uncertainty = 1e6;
-  settings.policy.take_over_uncertainty = 1e7;
+  TrainerSettings settings = auto_settings_that_hand_over_at_once();
   settings.learning_log_path = base + "-whole.csv";
   TrainerRun whole(settings);
   whole.steps(0, 13);
