@@ -144,15 +144,23 @@ FixOTFTrain::FixOTFTrain(LAMMPS *lmp, int narg, char **arg) :
     // An ab initio code (or any i-PI client) behind a socket: training/ipi_reference.h.
     ipi_settings_ = std::make_unique<otf::IpiReferenceSettings>();
     parse_ipi_address(arg[5], arg[6]);
-    reference_style_ = "ipi";
     parse_keywords(narg, arg, 7);
     create_ipi_reference();
-    FixOTFTrain::grow_arrays(atom->nmax);
-    atom->add_callback(Atom::GROW);
-    for (int i = 0; i < atom->nmax; i++) force_uncertainty_[i] = 0.0;
-    return;
+  } else {
+    create_pair_style_reference(narg, arg);
   }
 
+  FixOTFTrain::grow_arrays(atom->nmax);
+  atom->add_callback(Atom::GROW);
+  for (int i = 0; i < atom->nmax; i++) force_uncertainty_[i] = 0.0;
+}
+
+/* ----------------------------------------------------------------------
+   reference "<pair_style args>" coeff "<pair_coeff args>" ... [keywords]
+------------------------------------------------------------------------- */
+
+void FixOTFTrain::create_pair_style_reference(int narg, char **arg)
+{
   const auto style_words = utils::split_words(arg[4]);
   if (style_words.empty())
     error->all(FLERR, "fix otf/train: the reference needs a pair style, e.g. reference "
@@ -177,15 +185,10 @@ FixOTFTrain::FixOTFTrain(LAMMPS *lmp, int narg, char **arg) :
     error->all(FLERR, "fix otf/train: at least one coeff \"<pair_coeff args>\" must follow "
                       "the reference ({})", kSyntax);
   parse_keywords(narg, arg, iarg);
-  reference_style_ = style_words.front();
   auto pair_reference =
       std::make_unique<PairStyleReference>(lmp, style_words, std::move(coeff_lines));
   pair_reference_ = pair_reference.get();
   reference_ = std::move(pair_reference);
-
-  FixOTFTrain::grow_arrays(atom->nmax);
-  atom->add_callback(Atom::GROW);
-  for (int i = 0; i < atom->nmax; i++) force_uncertainty_[i] = 0.0;
 }
 
 /* ---------------------------------------------------------------------- */

@@ -62,6 +62,7 @@ class FixOTFTrain : public Fix {
   void parse_keywords(int narg, char **arg, int first);
   void parse_ipi_address(const char *kind, const char *where);
   void create_ipi_reference();
+  void create_pair_style_reference(int narg, char **arg);
   void find_model_pair();
   void request_lists_and_ghosts();
   void create_trainer();
@@ -74,7 +75,6 @@ class FixOTFTrain : public Fix {
   bool journal_keyword_ = false;    // journal given (else the default of the reference kind)
   std::unique_ptr<otf::Reference> reference_;
   PairStyleReference *pair_reference_ = nullptr;    // reference_ when it is a pair style
-  std::string reference_style_;
   // Declared after the reference, which it uses: destroyed first.
   std::unique_ptr<otf::OnTheFlyTrainer> trainer_;
   std::unique_ptr<FrameSource> frame_source_;

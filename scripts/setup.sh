@@ -19,7 +19,7 @@ as_root() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
 packages=(build-essential cmake g++ patch dpkg-dev xz-utils python3 ccache
           libtorch-dev libtrilinos-kokkos-dev libgtest-dev libopenmpi-dev openmpi-bin
           libopenblas0-openmp lammps-data nlohmann-json3-dev procps
-          python3-ase cp2k cp2k-data)
+          python3-ase python3-matplotlib cp2k cp2k-data)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -92,9 +92,7 @@ void OnTheFlyTrainer::on_step(int64_t step, MdFrameSource& md) {
   if (plan.reference_forces) {
     ReferenceLabel label;
     // setup() repeats the call of a step already seen: counted and journalled once.
-    if (ask_reference(step, md, ReferenceUse::Drive, !plan.repeated_step, false, label) &&
-        plan.repeated_step)
-      --counters_.reference_calls;
+    ask_reference(step, md, ReferenceUse::Drive, !plan.repeated_step, false, label);
   }
   if (plan.label) {
     const FramePart frame = md.describe_frame();
@@ -137,7 +135,7 @@ void OnTheFlyTrainer::end_of_run(int64_t step) {
 }
 
 bool OnTheFlyTrainer::ask_reference(int64_t step, MdFrameSource& md, ReferenceUse use,
-                                    bool record, bool uncertainty_measured,
+                                    bool first_time, bool uncertainty_measured,
                                     ReferenceLabel& label) {
   if (budget_spent()) {
     const std::string spent = "the reference-call budget (max_calls " +
@@ -167,11 +165,12 @@ bool OnTheFlyTrainer::ask_reference(int64_t step, MdFrameSource& md, ReferenceUs
                      failure.what());
     return false;
   }
+  if (!first_time) return true;
   ++counters_.reference_calls;
   if (budget_spent() && settings_.budget_stops_run && stop_reason_.empty())
     stop_reason_ = "the reference-call budget (max_calls " +
                    std::to_string(settings_.max_reference_calls) + ") is spent";
-  if (record && journal_enabled())
+  if (journal_enabled())
     record_label(step, configuration, label,
                  uncertainty_measured ? md.force_uncertainty_per_atom() : nullptr);
   return true;

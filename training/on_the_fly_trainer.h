@@ -116,10 +116,11 @@ class OnTheFlyTrainer {
   // is spent).
   bool label_and_train(int64_t step, const FramePart& frame, MdFrameSource& md,
                        bool uncertainty_measured);
-  // Collective: asks the reference and journals its answer. Returns false when the reference
-  // failed while the model drives (the label is skipped and counted); throws TrainingError when
-  // it failed while the reference drives.
-  bool ask_reference(int64_t step, MdFrameSource& md, ReferenceUse use, bool record,
+  // Collective: asks the reference and, the first time the step is seen, counts and journals
+  // its answer. Returns false when the reference failed while the model drives (the label is
+  // skipped and counted) or the budget is spent; throws TrainingError when it failed while the
+  // reference drives.
+  bool ask_reference(int64_t step, MdFrameSource& md, ReferenceUse use, bool first_time,
                      bool uncertainty_measured, ReferenceLabel& label);
   void record_label(int64_t step, const ReferenceConfiguration& configuration,
                     const ReferenceLabel& label, const double* uncertainty);
