@@ -61,10 +61,11 @@ const char *const kSyntax =
 const char *const kKeywords =
     "precision, every, steps_per_frame, batch, lr, optimizer, weights, buffer, validation, "
     "seed, clip, scale_init, scale_growth, scale_backoff, scale_interval, save, save_every, "
-    "stats_frames, drive, thresholds, check_every, lr_schedule, accumulate, ema, max_skips, "
-    "journal, warm_start, max_calls, learning_log, client, client_log, not_converged, "
-    "connect_timeout, timeout, retries";
-constexpr int kVectorSize = 17;
+    "stats_frames, drive, accuracy, thresholds, check_every, min_labels, take_over, "
+    "label_steps, calibration_window, lr_schedule, accumulate, ema, max_skips, journal, "
+    "warm_start, max_calls, learning_log, client, client_log, not_converged, connect_timeout, "
+    "timeout, retries";
+constexpr int kVectorSize = 19;
 
 }    // namespace
 
@@ -318,6 +319,27 @@ void FixOTFTrain::parse_keywords(int narg, char **arg, int iarg)
                    policy.hand_over_force_rmse, policy.label_uncertainty,
                    policy.take_over_uncertainty);
       iarg += 4;
+    } else if (keyword == "accuracy") {
+      value(2);
+      policy.target_force_error = otf_keywords::real_value(lmp, "fix otf/train", "accuracy <force>", arg[iarg + 1], 0.0, 1e30, true);
+      policy.target_energy_error = otf_keywords::real_value(lmp, "fix otf/train", "accuracy <energy>", arg[iarg + 2], 0.0, 1e30, true);
+      iarg += 3;
+    } else if (keyword == "min_labels") {
+      value(1);
+      policy.min_labels = otf_keywords::integer_value(lmp, "fix otf/train", keyword, arg[iarg + 1], 1, 1000000);
+      iarg += 2;
+    } else if (keyword == "take_over") {
+      value(1);
+      policy.take_over_factor = otf_keywords::real_value(lmp, "fix otf/train", keyword, arg[iarg + 1], 2.0, 1e6, true);
+      iarg += 2;
+    } else if (keyword == "label_steps") {
+      value(1);
+      settings_->label_steps = otf_keywords::integer_value(lmp, "fix otf/train", keyword, arg[iarg + 1], 0, 1000000);
+      iarg += 2;
+    } else if (keyword == "calibration_window") {
+      value(1);
+      settings_->calibration_window = otf_keywords::integer_value(lmp, "fix otf/train", keyword, arg[iarg + 1], 1, 1000000);
+      iarg += 2;
     } else if (keyword == "check_every") {
       value(1);
       policy.check_every = otf_keywords::integer_value(lmp, "fix otf/train", keyword, arg[iarg + 1], 1, INT_MAX);
@@ -655,6 +677,9 @@ void FixOTFTrain::post_run()
   if (budget_stopped_run_) timer->reset_timeout();
   budget_stopped_run_ = false;
   if (trainer_) reporting_training_errors([&] { trainer_->end_of_run(update->ntimestep); });
+  if (trainer_ && comm->me == 0 && settings_->policy.mode == otf::DriveMode::Auto &&
+      settings_->policy.by_accuracy())
+    utils::logmesg(lmp, "fix otf/train: {}\n", trainer_->calibration_summary());
 }
 
 /* ---------------------------------------------------------------------- */
@@ -683,6 +708,8 @@ double FixOTFTrain::compute_vector(int n)
     case 14: return trainer_->session().learning_rate();
     case 15: return static_cast<double>(counters.skipped_labels);
     case 16: return static_cast<double>(trainer_->reference().failed_attempts());
+    case 17: return counters.predicted_force_error;
+    case 18: return counters.label_force_error;
     default: return 0.0;
   }
 }

@@ -38,6 +38,12 @@ def main():
                       label="validation force RMSE")
     by_calls.semilogy(calls, [1000 * float(r["energy_rmse_per_atom"]) for r in labels], "s-",
                       ms=3, label="validation energy RMSE (meV/atom)")
+    # drive auto accuracy: the model's actual error on each label, measured before it was learned.
+    measured = [r for r in labels if float(r.get("label_force_error", -1) or -1) >= 0]
+    if measured:
+        by_calls.semilogy([int(r["reference_calls"]) for r in measured],
+                          [float(r["label_force_error"]) for r in measured], ".", ms=4,
+                          label="force error on each new label (before learning it)")
     by_calls.set_xlabel("reference calls")
     by_calls.set_ylabel("error (force units; meV/atom)")
     by_calls.legend(fontsize=8)
@@ -46,10 +52,13 @@ def main():
     steps = [int(r["step"]) for r in rows]
     by_step.semilogy([int(r["step"]) for r in labels], [float(r["force_rmse"]) for r in labels],
                      "o-", ms=3, label="validation force RMSE")
-    uncertain = [r for r in rows if float(r["max_force_uncertainty"]) > 0]
+    # The calibrated predicted error where the log has it (accuracy), else the raw uncertainty.
+    column, name = (("predicted_force_error", "predicted force error")
+                    if any(float(r.get("calibration_scale", 1) or 1) != 1 for r in rows)
+                    else ("max_force_uncertainty", "max force uncertainty"))
+    uncertain = [r for r in rows if float(r[column]) > 0]
     by_step.semilogy([int(r["step"]) for r in uncertain],
-                     [float(r["max_force_uncertainty"]) for r in uncertain], ".", ms=3,
-                     label="max force uncertainty")
+                     [float(r[column]) for r in uncertain], ".", ms=3, label=name)
     calls_axis = by_step.twinx()
     calls_axis.plot(steps, [int(r["reference_calls"]) for r in rows], "k-", lw=1,
                     label="reference calls")

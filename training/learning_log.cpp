@@ -21,7 +21,9 @@ std::runtime_error failure(const std::string& path, const std::string& what) {
 const char* learning_log_header() {
   return "step,event,drive,reference_calls,loss,energy_rmse_per_atom,force_rmse,stress_rmse,"
          "max_force_uncertainty,loss_scale,skipped_steps,optimizer_steps,buffer_frames,"
-         "skipped_labels,learning_rate,reference_seconds,training_seconds";
+         "skipped_labels,learning_rate,reference_seconds,training_seconds,predicted_force_error,"
+         "predicted_energy_error,label_force_error,label_energy_error,calibration_scale,"
+         "atoms_above_bound";
 }
 
 LearningLog::LearningLog(std::string path, int64_t continue_after_step) : path_(std::move(path)) {
@@ -56,13 +58,14 @@ LearningLog::~LearningLog() {
 void LearningLog::append(const LearningLogRow& r) {
   const int written = std::fprintf(
       file_,
-      "%lld,%s,%s,%lld,%.10g,%.10g,%.10g,%.10g,%.10g,%.10g,%lld,%lld,%lld,%lld,%.10g,%.6f,%.6f\n",
+      "%lld,%s,%s,%lld,%.10g,%.10g,%.10g,%.10g,%.10g,%.10g,%lld,%lld,%lld,%lld,%.10g,%.6f,%.6f,%.10g,%.10g,%.10g,%.10g,%.10g,%.6g\n",
       static_cast<long long>(r.step), r.event.c_str(), r.reference_drives ? "reference" : "model",
       static_cast<long long>(r.reference_calls), r.loss, r.energy_rmse_per_atom, r.force_rmse,
       r.stress_rmse, r.max_force_uncertainty, r.loss_scale, static_cast<long long>(r.skipped_steps),
       static_cast<long long>(r.optimizer_steps), static_cast<long long>(r.buffer_frames),
       static_cast<long long>(r.skipped_labels), r.learning_rate, r.reference_seconds,
-      r.training_seconds);
+      r.training_seconds, r.predicted_force_error, r.predicted_energy_error, r.label_force_error,
+      r.label_energy_error, r.calibration_scale, r.atoms_above_bound);
   if (written < 0 || std::fflush(file_) != 0) throw failure(path_, "cannot be written");
 }
 

@@ -29,6 +29,16 @@ struct LearningLogRow {
   double learning_rate = 0.0;
   double reference_seconds = 0.0;  // spent in the reference so far
   double training_seconds = 0.0;   // spent training, validating and measuring so far
+  // drive auto accuracy (training/error_calibration.h): the calibrated errors of the checked or
+  // labelled configuration (for a label: predicted before it was learned), and the committee mean's actual errors on the last label before it
+  // was learned (-1: none yet). Without accuracy, the predicted force error is the raw spread.
+  double predicted_force_error = 0.0;
+  double predicted_energy_error = 0.0;
+  double label_force_error = -1.0;
+  double label_energy_error = -1.0;
+  double calibration_scale = 1.0;
+  // The fraction of the label's atoms above the calibrated 90% force error bound (-1: none).
+  double atoms_above_bound = -1.0;
 };
 
 // The header line (column names, in LearningLogRow's order).

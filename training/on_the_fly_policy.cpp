@@ -25,18 +25,30 @@ void check_policy_settings(const PolicySettings& s) {
   if (s.check_every < 0) throw std::invalid_argument("check_every must be >= 1");
   const bool thresholds_given = s.hand_over_force_rmse > 0.0 || s.label_uncertainty > 0.0 ||
                                 s.take_over_uncertainty > 0.0;
-  if (s.mode == DriveMode::Auto) {
+  const bool accuracy_given = s.target_force_error > 0.0 || s.target_energy_error > 0.0;
+  if (s.min_labels < 1) throw std::invalid_argument("min_labels must be >= 1");
+  if (!(s.take_over_factor > 2.0))
+    throw std::invalid_argument("take_over must be > 2 (times the force target; the model "
+                                "takes over at half of it)");
+  if (s.mode == DriveMode::Auto && accuracy_given) {
+    if (thresholds_given)
+      throw std::invalid_argument("drive auto takes either accuracy or thresholds, not both");
+    if (!(s.target_force_error > 0.0 && s.target_energy_error > 0.0))
+      throw std::invalid_argument("accuracy <force> <energy> needs both > 0 (force units, and "
+                                  "energy units per atom), e.g. accuracy 0.05 0.002");
+  } else if (s.mode == DriveMode::Auto) {
     if (!thresholds_given)
       throw std::invalid_argument(
-          "drive auto needs thresholds <force_rmse> <uncertainty> <take_over> (force units), "
-          "e.g. thresholds 0.1 0.15 0.5");
+          "drive auto needs accuracy <force> <energy> (the errors you want, e.g. accuracy 0.05 "
+          "0.002 in metal units) or thresholds <force_rmse> <uncertainty> <take_over> (force "
+          "units, e.g. thresholds 0.1 0.15 0.5)");
     if (!(s.hand_over_force_rmse > 0.0 && s.label_uncertainty > 0.0 &&
           s.take_over_uncertainty >= s.label_uncertainty))
       throw std::invalid_argument(
           "thresholds <force_rmse> <uncertainty> <take_over> need force_rmse > 0 and 0 < "
           "uncertainty <= take_over");
-  } else if (thresholds_given || s.check_every > 0) {
-    throw std::invalid_argument("thresholds and check_every apply to drive auto only");
+  } else if (thresholds_given || accuracy_given || s.check_every > 0) {
+    throw std::invalid_argument("accuracy, thresholds and check_every apply to drive auto only");
   }
 }
 
@@ -75,6 +87,45 @@ bool OnTheFlyPolicy::after_label(bool validated, double validation_force_rmse,
     return true;
   }
   return false;
+}
+
+LabelDecision OnTheFlyPolicy::after_label(const LabelAssessment& a) {
+  if (settings_.mode != DriveMode::Auto) return LabelDecision::None;
+  if (!settings_.by_accuracy())
+    return after_label(a.validated, a.validation_force_rmse, a.max_uncertainty)
+               ? LabelDecision::ModelDrives
+               : LabelDecision::None;
+  if (a.label_force_error < 0.0) return LabelDecision::None;
+  const double f = settings_.target_force_error, e = settings_.target_energy_error;
+  if (state_.reference_drives) {
+    const double factor = settings_.hand_over_factor();
+    if (a.calibration_samples >= settings_.min_labels && a.label_force_error <= factor * f &&
+        a.label_energy_error <= factor * e) {
+      state_.reference_drives = false;
+      return LabelDecision::ModelDrives;
+    }
+    return LabelDecision::None;
+  }
+  if (a.label_force_error > settings_.take_over_factor * f) {
+    state_.reference_drives = true;
+    return LabelDecision::ReferenceDrives;
+  }
+  return LabelDecision::None;
+}
+
+CheckOutcome OnTheFlyPolicy::after_check_by_accuracy(int64_t step, double predicted_force_error,
+                                                     double predicted_energy_error) {
+  CheckOutcome outcome;
+  if (predicted_force_error <= settings_.target_force_error &&
+      predicted_energy_error <= settings_.target_energy_error)
+    return outcome;
+  outcome.label = true;
+  state_.last_labelled_step = step;
+  ++state_.model_phase_labels;
+  outcome.reference_takes_over =
+      predicted_force_error > settings_.take_over_factor * settings_.target_force_error;
+  state_.reference_drives = outcome.reference_takes_over;
+  return outcome;
 }
 
 CheckOutcome OnTheFlyPolicy::after_check(int64_t step, double max_uncertainty) {

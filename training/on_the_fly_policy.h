@@ -29,6 +29,21 @@ struct PolicySettings {
   double hand_over_force_rmse = 0.0;
   double label_uncertainty = 0.0;
   double take_over_uncertainty = 0.0;
+  // drive auto by accuracy instead (docs/design.md §13): the force error per component and the
+  // per-atom energy error the user asks for, compared with calibrated errors
+  // (training/error_calibration.h). The model takes over once at least min_labels labels were
+  // predicted before they were learned (calibration samples) and the last one's actual errors
+  // were within hand_over_factor() times the targets; while it drives, a checked configuration
+  // whose calibrated error exceeds a target is labelled, and above take_over_factor times the
+  // force target (predicted, or found when a label comes back) the reference drives again.
+  double target_force_error = 0.0;
+  double target_energy_error = 0.0;
+  int64_t min_labels = 5;
+  double take_over_factor = 4.0;
+
+  bool by_accuracy() const { return target_force_error > 0.0; }
+  // Half way to a take-over, so that a hand-over is not followed by a take-over at once.
+  double hand_over_factor() const { return 0.5 * take_over_factor; }
 };
 
 // Throws std::invalid_argument naming the setting that is out of range.
@@ -56,6 +71,22 @@ struct StepPlan {
   bool check = false;
 };
 
+// What the trainer knows after learning a label (drive auto).
+struct LabelAssessment {
+  bool validated = false;
+  double validation_force_rmse = 0.0;
+  double max_uncertainty = 0.0;
+  // Accuracy mode: the committee mean's errors on this label, predicted before it was learned
+  // (negative: not measured, e.g. before the model was first trained), and how many labels have
+  // been measured so (the calibration samples).
+  double label_force_error = -1.0;
+  double label_energy_error = -1.0;
+  int64_t calibration_samples = 0;
+};
+
+// What a label asks of the policy.
+enum class LabelDecision { None, ModelDrives, ReferenceDrives };
+
 struct CheckOutcome {
   bool label = false;                  // uncertainty above label_uncertainty
   bool reference_takes_over = false;   // above take_over_uncertainty: the reference drives now
@@ -70,10 +101,16 @@ class OnTheFlyPolicy {
   // After training on a labelled step: under drive auto, hands the MD to the model when both
   // criteria hold. Returns true when it did.
   bool after_label(bool validated, double validation_force_rmse, double max_uncertainty);
+  // The same for both kinds of drive auto; in accuracy mode a label the model got badly wrong
+  // while it drove gives the MD back to the reference (ReferenceDrives).
+  LabelDecision after_label(const LabelAssessment& assessment);
   // After measuring the uncertainty on a checked step; a label it asks for is counted and marks
   // the step labelled. With reference_takes_over, the reference drives from this step on (its
   // label's forces move the atoms).
   CheckOutcome after_check(int64_t step, double max_uncertainty);
+  // Accuracy mode: the same with the calibrated errors of the checked configuration.
+  CheckOutcome after_check_by_accuracy(int64_t step, double predicted_force_error,
+                                       double predicted_energy_error);
 
   bool reference_drives() const { return state_.reference_drives; }
   const PolicySettings& settings() const { return settings_; }

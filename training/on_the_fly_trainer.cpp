@@ -54,7 +54,8 @@ OnTheFlyTrainer::OnTheFlyTrainer(std::shared_ptr<Potential> potential,
     reference_(reference),
     world_(world),
     messages_(std::move(messages)),
-    policy_(settings.policy) {
+    policy_(settings.policy),
+    calibration_(settings.calibration_window) {
   MPI_Comm_rank(world_, &rank_);
   MPI_Comm_size(world_, &ranks_);
   if (settings_.save_every > 0 && settings_.save_path.empty())
@@ -62,6 +63,10 @@ OnTheFlyTrainer::OnTheFlyTrainer(std::shared_ptr<Potential> potential,
   agreed("cannot set up training", [&] {
     session_ = std::make_unique<TrainingSession>(std::move(potential), settings_.session, world_);
   });
+  if (by_accuracy() && session_->potential()->committee_size() < 2)
+    throw TrainingError("drive auto accuracy needs a committee of at least 2 members (the "
+                        "model spec's committee_size): their spread is what predicts the error");
+  if (settings_.label_steps < 0) throw TrainingError("label_steps must be >= 0");
   if (!settings_.journal_path.empty())
     agreed("cannot open the label journal", [&] {
       if (rank_ == 0) journal_ = std::make_unique<LabelJournalWriter>(settings_.journal_path);
@@ -96,37 +101,95 @@ void OnTheFlyTrainer::on_step(int64_t step, MdFrameSource& md) {
   }
   if (plan.label) {
     const FramePart frame = md.describe_frame();
-    // The journal keeps the committee's uncertainty from before the label is learned.
-    const bool measure_first = journal_enabled();
-    if (measure_first) measure_uncertainty(frame, md);
+    // The journal keeps the committee's uncertainty from before the label is learned; the
+    // calibration compares the prediction from before it with the answer.
+    const bool measure_first = journal_enabled() || by_accuracy();
+    if (measure_first) measure_uncertainty(frame, md, by_accuracy());
     const bool labelled = label_and_train(step, frame, md, measure_first);
-    measure_uncertainty(frame, md);
+    // Accuracy mode keeps what was predicted before the label for the log and the per-atom output.
+    if (!by_accuracy()) measure_uncertainty(frame, md);
     log_row(step, labelled ? "label" : "label_skipped");
-    const TrainingReport& report = session_->report();
-    if (policy_.after_label(report.validated, report.force_rmse, counters_.max_uncertainty) &&
-        rank_ == 0 && messages_.log)
-      messages_.log("step " + std::to_string(step) +
-                    formatted(": the model drives (validation force RMSE %.4g < %.4g, force "
-                              "uncertainty %.4g < %.4g)",
-                              report.force_rmse, settings_.policy.hand_over_force_rmse,
-                              counters_.max_uncertainty, settings_.policy.label_uncertainty));
+    if (labelled || !by_accuracy()) assess_label(step);
   }
   if (plan.check) {
     const FramePart frame = md.describe_frame();
-    measure_uncertainty(frame, md);
-    const CheckOutcome outcome = policy_.after_check(step, counters_.max_uncertainty);
+    measure_uncertainty(frame, md, by_accuracy());
+    const CheckOutcome outcome =
+        by_accuracy() ? policy_.after_check_by_accuracy(step, counters_.predicted_force_error,
+                                                        counters_.predicted_energy_error)
+                      : policy_.after_check(step, counters_.max_uncertainty);
     if (outcome.reference_takes_over && rank_ == 0 && messages_.log)
-      messages_.log("step " + std::to_string(step) +
-                    formatted(": force uncertainty %.4g > %.4g: the reference drives until the "
-                              "model is good enough again",
-                              counters_.max_uncertainty, settings_.policy.take_over_uncertainty,
-                              0.0, 0.0));
+      messages_.log(
+          "step " + std::to_string(step) +
+          (by_accuracy()
+               ? formatted(": predicted force error %.4g > %.4g (take_over x accuracy): the "
+                           "reference drives until the model is good enough again",
+                           counters_.predicted_force_error,
+                           settings_.policy.take_over_factor * settings_.policy.target_force_error,
+                           0.0, 0.0)
+               : formatted(": force uncertainty %.4g > %.4g: the reference drives until the "
+                           "model is good enough again",
+                           counters_.max_uncertainty, settings_.policy.take_over_uncertainty, 0.0,
+                           0.0)));
     log_row(step, "check");
-    if (outcome.label) log_row(step, label_and_train(step, frame, md, true) ? "label" : "label_skipped");
+    if (outcome.label) {
+      const bool labelled = label_and_train(step, frame, md, true);
+      log_row(step, labelled ? "label" : "label_skipped");
+      if (labelled && by_accuracy()) assess_label(step);
+    }
   }
   if (settings_.save_every > 0 && step % settings_.save_every == 0 &&
       step != counters_.last_saved_step)
     save_model(step, "save_every");
+}
+
+bool OnTheFlyTrainer::by_accuracy() const {
+  return settings_.policy.mode == DriveMode::Auto && settings_.policy.by_accuracy();
+}
+
+void OnTheFlyTrainer::assess_label(int64_t step) {
+  const TrainingReport& report = session_->report();
+  LabelAssessment assessment;
+  assessment.validated = report.validated;
+  assessment.validation_force_rmse = report.force_rmse;
+  assessment.max_uncertainty = counters_.max_uncertainty;
+  assessment.label_force_error = counters_.label_force_error;
+  assessment.label_energy_error = counters_.label_energy_error;
+  assessment.calibration_samples = calibration_.samples();
+  const LabelDecision decision = policy_.after_label(assessment);
+  if (decision == LabelDecision::None || rank_ != 0 || !messages_.log) return;
+  const PolicySettings& p = settings_.policy;
+  if (!by_accuracy())
+    messages_.log("step " + std::to_string(step) +
+                  formatted(": the model drives (validation force RMSE %.4g < %.4g, force "
+                            "uncertainty %.4g < %.4g)",
+                            report.force_rmse, p.hand_over_force_rmse, counters_.max_uncertainty,
+                            p.label_uncertainty));
+  else if (decision == LabelDecision::ModelDrives)
+    messages_.log("step " + std::to_string(step) +
+                  formatted(": the model drives (its errors on the last label before learning "
+                            "it: force %.4g <= %.4g, energy %.4g <= %.4g per atom)",
+                            counters_.label_force_error, p.hand_over_factor() * p.target_force_error,
+                            counters_.label_energy_error,
+                            p.hand_over_factor() * p.target_energy_error));
+  else
+    messages_.log("step " + std::to_string(step) +
+                  formatted(": the model's force error on this label was %.4g > %.4g (take_over "
+                            "x accuracy): the reference drives until the model is good enough "
+                            "again",
+                            counters_.label_force_error, p.take_over_factor * p.target_force_error,
+                            0.0, 0.0));
+}
+
+std::string OnTheFlyTrainer::calibration_summary() const {
+  return formatted("calibration over the last %.0f labels (each predicted before it was learned): "
+                   "force error = %.4g x committee spread, 90%% bound %.4g x spread (the "
+                   "window's %.3g quantile), ",
+                   static_cast<double>(calibration_.samples()), calibration_.force_scale(),
+                   calibration_.force_bound90_factor(), calibration_.bound_level()) +
+         formatted("Spearman rank correlation of spread and error %.3g; energy error = %.4g x "
+                   "spread",
+                   calibration_.force_rank_correlation(), calibration_.energy_scale(), 0.0, 0.0);
 }
 
 void OnTheFlyTrainer::end_of_run(int64_t step) {
@@ -243,6 +306,13 @@ void OnTheFlyTrainer::log_row(int64_t step, const char* event) {
     row.learning_rate = session_->learning_rate();
     row.reference_seconds = counters_.reference_seconds;
     row.training_seconds = counters_.training_seconds;
+    row.predicted_force_error = by_accuracy() ? counters_.predicted_force_error
+                                              : counters_.max_uncertainty;
+    row.predicted_energy_error = counters_.predicted_energy_error;
+    row.label_force_error = counters_.label_force_error;
+    row.label_energy_error = counters_.label_energy_error;
+    row.calibration_scale = calibration_.force_scale();
+    row.atoms_above_bound = std::string(event) == "label" ? counters_.label_atoms_above_bound : -1.0;
     learning_log_->append(row);
   });
 }
@@ -342,6 +412,8 @@ bool OnTheFlyTrainer::label_and_train(int64_t step, const FramePart& frame, MdFr
       policy_.reference_drives() ? ReferenceUse::Drive : ReferenceUse::Label;
   ReferenceLabel label;
   if (!ask_reference(step, md, use, true, uncertainty_measured, label)) return false;
+  if (by_accuracy() && prediction_kept_) record_calibration_sample(md, label);
+  prediction_kept_ = false;
   Stopwatch timing(counters_.training_seconds);
 
   FramePart labelled = frame;
@@ -360,6 +432,7 @@ bool OnTheFlyTrainer::label_and_train(int64_t step, const FramePart& frame, MdFr
     session_->snapshot_weights();
     session_->add_frame(labelled);
     session_->train();
+    if (by_accuracy()) train_on_label(labelled);
     session_->validate();
   });
   check_replicas(step);
@@ -389,11 +462,97 @@ void OnTheFlyTrainer::check_divergence(int64_t step, int64_t skipped_before) {
         "gradients (clip); max_skips sets how many skipped steps in a row stop the run");
 }
 
-void OnTheFlyTrainer::measure_uncertainty(const FramePart& frame, MdFrameSource& md) {
+void OnTheFlyTrainer::measure_uncertainty(const FramePart& frame, MdFrameSource& md,
+                                          bool keep_prediction) {
   Stopwatch timing(counters_.training_seconds);
+  const auto owned = static_cast<std::size_t>(frame.system.num_local);
   agreed("measuring the force uncertainty", [&] {
-    counters_.max_uncertainty = session_->force_uncertainty(frame, md.force_uncertainty_per_atom());
+    predicted_forces_.assign(keep_prediction ? 3 * owned : 0, 0.0);
+    const CommitteeSpread spread = session_->committee_spread(
+        frame, md.force_uncertainty_per_atom(), keep_prediction ? predicted_forces_.data() : nullptr);
+    counters_.max_uncertainty = spread.max_force_spread;
+    if (!by_accuracy()) return;
+    counters_.predicted_force_error =
+        calibration_.predicted_force_rmse(spread.mean_square_force_spread);
+    counters_.predicted_energy_error =
+        calibration_.predicted_energy_error(spread.energy_spread_per_atom);
+    prediction_kept_ = keep_prediction;
+    if (!keep_prediction) return;
+    predicted_summary_ = spread;
+    predicted_spread_.assign(md.force_uncertainty_per_atom(),
+                             md.force_uncertainty_per_atom() + owned);
+    // An untrained model's errors say nothing about how its spread relates to them.
+    prediction_from_trained_model_ = session_->report().optimizer_steps > 0;
   });
+}
+
+void OnTheFlyTrainer::record_calibration_sample(MdFrameSource& md, const ReferenceLabel& label) {
+  const ReferenceConfiguration configuration = md.reference_configuration();
+  LabelErrorSample sample;
+  agreed("comparing the label with the model's prediction", [&] {
+    const auto owned = static_cast<std::size_t>(configuration.num_local);
+    if (label.owned_forces.size() != 3 * owned || predicted_forces_.size() != 3 * owned ||
+        predicted_spread_.size() != owned)
+      throw std::runtime_error("the prediction and the label differ in atoms");
+    std::vector<double> error(owned);
+    for (std::size_t i = 0; i < owned; ++i) {
+      double sq = 0.0;
+      for (std::size_t d = 0; d < 3; ++d) {
+        const double e = predicted_forces_[3 * i + d] - label.owned_forces[3 * i + d];
+        sq += e * e;
+      }
+      error[i] = std::sqrt(sq);
+    }
+    // Whole frame in atom-id order on every rank, so every rank calibrates alike.
+    const FrameGather whole(configuration, world_);
+    sample.force_spread = whole.gather(predicted_spread_.data(), 1);
+    sample.force_error = whole.gather(error.data(), 1);
+    long long atoms = static_cast<long long>(sample.force_spread.size());
+    MPI_Bcast(&atoms, 1, MPI_LONG_LONG, 0, world_);
+    sample.force_spread.resize(static_cast<std::size_t>(atoms));
+    sample.force_error.resize(static_cast<std::size_t>(atoms));
+    MPI_Bcast(sample.force_spread.data(), static_cast<int>(atoms), MPI_DOUBLE, 0, world_);
+    MPI_Bcast(sample.force_error.data(), static_cast<int>(atoms), MPI_DOUBLE, 0, world_);
+    const double count = static_cast<double>(std::max<long long>(atoms, 1));
+    sample.energy_spread = predicted_summary_.energy_spread_per_atom;
+    sample.energy_error = std::abs(predicted_summary_.mean_energy - label.energy) / count;
+    double sq = 0.0;
+    for (const double e : sample.force_error) sq += e * e;
+    counters_.label_force_error = std::sqrt(sq / (3.0 * count));
+    counters_.label_energy_error = sample.energy_error;
+    counters_.label_atoms_above_bound = -1.0;
+    if (calibration_.samples() > 0) {
+      const double bound = calibration_.force_bound90_factor();
+      std::size_t above = 0;
+      for (std::size_t i = 0; i < sample.force_error.size(); ++i)
+        above += sample.force_error[i] > bound * sample.force_spread[i];
+      counters_.label_atoms_above_bound = static_cast<double>(above) / count;
+    }
+  });
+  if (!prediction_from_trained_model_) return;
+  if (counters_.label_atoms_above_bound >= 0.0)
+    calibration_.record_bound_outcome(counters_.label_atoms_above_bound);
+  calibration_.add(std::move(sample));
+}
+
+void OnTheFlyTrainer::train_on_label(const FramePart& labelled) {
+  if (!session_->statistics_ready()) return;
+  const int64_t round = std::max<int64_t>(settings_.session.steps_per_frame, 1);
+  const double fitted = 0.5 * settings_.policy.target_force_error;
+  std::vector<double> spread(static_cast<std::size_t>(labelled.system.num_local));
+  std::vector<double> mean(3 * spread.size());
+  for (int64_t done = round; done + round <= settings_.label_steps; done += round) {
+    session_->committee_spread(labelled, spread.data(), mean.data());
+    double sq = 0.0;
+    for (std::size_t k = 0; k < mean.size(); ++k) {
+      const double e = mean[k] - labelled.owned_forces[k];
+      sq += e * e;
+    }
+    double sums[2] = {sq, static_cast<double>(mean.size())};
+    MPI_Allreduce(MPI_IN_PLACE, sums, 2, MPI_DOUBLE, MPI_SUM, world_);
+    if (sums[1] > 0.0 && std::sqrt(sums[0] / sums[1]) <= fitted) break;
+    session_->train();
+  }
 }
 
 void OnTheFlyTrainer::check_replicas(int64_t step) {
@@ -456,6 +615,7 @@ std::string OnTheFlyTrainer::save_restart(int64_t step) {
         static_cast<std::size_t>(sizes[static_cast<std::size_t>(p)])));
   restart.policy = policy_.state();
   restart.counters = counters_;
+  restart.calibration = calibration_.encode();
   return encode_restart(restart);
 }
 
@@ -463,6 +623,9 @@ std::string OnTheFlyTrainer::load_restart(const TrainerRestart& restart) {
   policy_.restore(restart.policy);
   counters_ = restart.counters;
   restored_step_ = restart.policy.last_counted_step;
+  if (!restart.calibration.empty())
+    agreed("cannot restore the error calibration from the restart file",
+           [&] { calibration_.decode(restart.calibration); });
   // Written before the fix's first run: counters only.
   if (restart.session.empty()) return "fix state restored from the restart file (no training yet)";
   restored_ = true;

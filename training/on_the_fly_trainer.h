@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "error_calibration.h"
 #include "on_the_fly_policy.h"
 #include "reference.h"
 #include "restart_archive.h"
@@ -69,6 +70,12 @@ struct TrainerSettings {
   bool budget_stops_run = true;
   // CSV learning curves (training/learning_log.h); empty: none.
   std::string learning_log_path;
+  // drive auto by accuracy: after a label, training goes on in rounds of steps_per_frame
+  // optimizer steps until the committee mean's force error on the new label is at most half the
+  // force target, up to label_steps optimizer steps in all (0: one round, as without accuracy).
+  int64_t label_steps = 0;
+  // Labels whose prediction calibrates the committee's spread (training/error_calibration.h).
+  int64_t calibration_window = 40;
 };
 
 // Rank 0 prints what it is given; the MD code routes it to its log and warnings.
@@ -104,6 +111,9 @@ class OnTheFlyTrainer {
   const TrainerCounters& counters() const { return counters_; }
   bool reference_drives() const { return policy_.reference_drives(); }
   const Reference& reference() const { return reference_; }
+  const ErrorCalibration& calibration() const { return calibration_; }
+  // A line for the log: the calibration's factors and how well the spread ranked the errors.
+  std::string calibration_summary() const;
   // The run should end after this step (the reference-call budget); why, for the log.
   bool stop_requested() const { return !stop_reason_.empty(); }
   const std::string& stop_reason() const { return stop_reason_; }
@@ -129,7 +139,17 @@ class OnTheFlyTrainer {
   bool budget_spent() const;
   // Rank 0 writes a row of the learning log (when there is one).
   void log_row(int64_t step, const char* event);
-  void measure_uncertainty(const FramePart& frame, MdFrameSource& md);
+  // The committee on the frame: the per-atom force uncertainty into md, the calibrated errors
+  // into the counters; with keep_prediction also the committee mean's forces and energy, for
+  // comparing with the label that follows (record_calibration_sample).
+  void measure_uncertainty(const FramePart& frame, MdFrameSource& md,
+                           bool keep_prediction = false);
+  void record_calibration_sample(MdFrameSource& md, const ReferenceLabel& label);
+  // Accuracy mode: more rounds of training until the new label is fitted (label_steps).
+  void train_on_label(const FramePart& labelled);
+  // After a label under drive auto: asks the policy and says what it decided.
+  void assess_label(int64_t step);
+  bool by_accuracy() const;
   void check_replicas(int64_t step);
   void check_divergence(int64_t step, int64_t skipped_before);
   void save_model(int64_t step, const char* why);
@@ -152,6 +172,13 @@ class OnTheFlyTrainer {
   int64_t restored_step_ = -1;                     // the step of the restart file, if any
   std::string stop_reason_;
   bool budget_noted_ = false;
+  ErrorCalibration calibration_;
+  // The prediction kept by measure_uncertainty(keep_prediction): per owned atom the spread and
+  // the committee mean's forces, and the whole frame's committee energy summary.
+  bool prediction_kept_ = false;
+  bool prediction_from_trained_model_ = false;
+  std::vector<double> predicted_spread_, predicted_forces_;
+  CommitteeSpread predicted_summary_;
 };
 
 }  // namespace otf

@@ -35,6 +35,12 @@ std::string encode_restart(const TrainerRestart& restart) {
   fields::write_int(archive, "trainer/skipped_labels", c.skipped_labels);
   fields::write_double(archive, "trainer/reference_seconds", c.reference_seconds);
   fields::write_double(archive, "trainer/training_seconds", c.training_seconds);
+  fields::write_double(archive, "trainer/predicted_force_error", c.predicted_force_error);
+  fields::write_double(archive, "trainer/predicted_energy_error", c.predicted_energy_error);
+  fields::write_double(archive, "trainer/label_force_error", c.label_force_error);
+  fields::write_double(archive, "trainer/label_energy_error", c.label_energy_error);
+  fields::write_double(archive, "trainer/label_atoms_above_bound", c.label_atoms_above_bound);
+  fields::write_bytes(archive, "calibration", restart.calibration);
   fields::write_bytes(archive, "session", restart.session);
   fields::write_int(archive, "ranks", static_cast<int64_t>(restart.rank_buffers.size()));
   for (std::size_t r = 0; r < restart.rank_buffers.size(); ++r)
@@ -110,6 +116,18 @@ TrainerRestart decode_restart(const char* data, std::size_t size) {
       c.training_seconds = fields::read_double(archive, "trainer/training_seconds", kWhat);
     } catch (const std::runtime_error&) {
       c.skipped_labels = 0;
+    }
+    try {
+      c.predicted_force_error = fields::read_double(archive, "trainer/predicted_force_error", kWhat);
+      c.predicted_energy_error =
+          fields::read_double(archive, "trainer/predicted_energy_error", kWhat);
+      c.label_force_error = fields::read_double(archive, "trainer/label_force_error", kWhat);
+      c.label_energy_error = fields::read_double(archive, "trainer/label_energy_error", kWhat);
+      c.label_atoms_above_bound =
+          fields::read_double(archive, "trainer/label_atoms_above_bound", kWhat);
+      restart.calibration = fields::read_bytes(archive, "calibration", kWhat);
+    } catch (const std::runtime_error&) {
+      restart.calibration.clear();
     }
     restart.session = fields::read_bytes(archive, "session", kWhat);
     const int64_t ranks = fields::read_int(archive, "ranks", kWhat);

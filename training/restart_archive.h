@@ -25,6 +25,16 @@ struct TrainerCounters {
   int64_t skipped_labels = 0;    // labels given up after the reference failed (model driving)
   double reference_seconds = 0.0;  // wall time spent in the reference
   double training_seconds = 0.0;   // wall time spent training, validating, measuring
+  // Accuracy mode (training/error_calibration.h): the calibrated errors at the last
+  // measurement, and the committee mean's actual errors on the last label before it was learned
+  // (-1: none yet).
+  double predicted_force_error = 0.0;
+  double predicted_energy_error = 0.0;
+  double label_force_error = -1.0;
+  double label_energy_error = -1.0;
+  // The fraction of that label's atoms whose force error exceeded the 90% bound the calibration
+  // predicted before it (-1: no calibration yet).
+  double label_atoms_above_bound = -1.0;
 };
 
 struct TrainerRestart {
@@ -32,6 +42,7 @@ struct TrainerRestart {
   TrainerCounters counters;
   std::string session;                    // TrainingSession::save_state(); empty: none yet
   std::vector<std::string> rank_buffers;  // ReplayBuffer state of every rank that wrote it
+  std::string calibration;                // ErrorCalibration::encode(); empty: none
 };
 
 // A restart file's fix otf/train data that this build cannot use; the message says why and what

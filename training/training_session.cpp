@@ -380,11 +380,21 @@ void TrainingSession::validate()
 
 double TrainingSession::force_uncertainty(const FramePart &frame, double *per_owned_atom)
 {
+  return committee_spread(frame, per_owned_atom, nullptr).max_force_spread;
+}
+
+CommitteeSpread TrainingSession::committee_spread(const FramePart &frame, double *per_owned_atom,
+                                                  double *mean_forces)
+{
   Impl &s = *impl_;
   const AtomicSystemView &view = frame.system;
   std::fill(per_owned_atom, per_owned_atom + view.num_local, 0.0);
+  if (mean_forces != nullptr) std::fill(mean_forces, mean_forces + 3 * view.num_local, 0.0);
+  const int64_t members_count = s.potential->committee_size();
   double local_max = 0.0;
-  if (view.num_centers > 0 && s.potential->committee_size() > 1) {
+  // Summed over ranks: squared spreads, atoms, then every member's energy.
+  std::vector<double> sums(2 + static_cast<size_t>(members_count), 0.0);
+  if (view.num_centers > 0 && members_count > 1) {
     const FrameGraph graph = frame_graph(frame, s.potential->cutoff());
     PredictionOptions options;
     options.forces = true;
@@ -395,18 +405,43 @@ double TrainingSession::force_uncertainty(const FramePart &frame, double *per_ow
     torch::Tensor members = prediction.member_forces.detach().to(torch::kFloat64).cpu();
     if (graph.force_owner.defined()) members = fold_forces(members, graph.force_owner);
     const torch::Tensor spread = committee_vector_deviation(members).contiguous();
+    const torch::Tensor mean = members.mean(0).contiguous();
     const torch::Tensor atoms = graph.kept_atoms.to(torch::kInt64).contiguous();
     const double *values = spread.data_ptr<double>();
+    const double *mean_values = mean.data_ptr<double>();
     const int64_t *atom = atoms.data_ptr<int64_t>();
     for (int64_t a = 0; a < atoms.numel(); ++a) {
       if (atom[a] >= view.num_local) continue;
       per_owned_atom[atom[a]] = values[a];
       local_max = std::max(local_max, values[a]);
+      if (mean_forces != nullptr)
+        for (int d = 0; d < 3; ++d) mean_forces[3 * atom[a] + d] = mean_values[3 * a + d];
     }
+    const torch::Tensor member_energy =
+        prediction.member_energy.detach().to(torch::kFloat64).cpu().reshape({-1}).contiguous();
+    for (int64_t k = 0; k < std::min<int64_t>(members_count, member_energy.numel()); ++k)
+      sums[2 + static_cast<size_t>(k)] = member_energy.data_ptr<double>()[k];
   }
+  for (int64_t i = 0; i < view.num_local; ++i) sums[0] += per_owned_atom[i] * per_owned_atom[i];
+  sums[1] = static_cast<double>(view.num_local);
   torch::Tensor largest = torch::full({1}, local_max, torch::kFloat64);
   s.communicator->all_reduce_max({largest});
-  return largest.item<double>();
+  torch::Tensor summed = torch::tensor(sums, torch::kFloat64);
+  s.communicator->all_reduce_sum({summed});
+  const double *total = summed.data_ptr<double>();
+  CommitteeSpread result;
+  result.max_force_spread = largest.item<double>();
+  result.mean_square_force_spread = total[1] > 0.0 ? total[0] / total[1] : 0.0;
+  double energy_sum = 0.0, energy_sq = 0.0;
+  for (int64_t k = 0; k < members_count; ++k) energy_sum += total[2 + k];
+  const double members = static_cast<double>(std::max<int64_t>(members_count, 1));
+  result.mean_energy = energy_sum / members;
+  for (int64_t k = 0; k < members_count; ++k)
+    energy_sq += (total[2 + k] - result.mean_energy) * (total[2 + k] - result.mean_energy);
+  const double atoms = frame.atoms_in_frame > 0 ? static_cast<double>(frame.atoms_in_frame)
+                                                : std::max(total[1], 1.0);
+  result.energy_spread_per_atom = std::sqrt(energy_sq / members) / atoms;
+  return result;
 }
 
 std::string TrainingSession::device_name() const

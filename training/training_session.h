@@ -83,6 +83,14 @@ struct TrainingReport {
   bool validated = false;
 };
 
+// The committee's spread on one frame, summed over the ranks.
+struct CommitteeSpread {
+  double max_force_spread = 0.0;          // largest per-atom force deviation
+  double mean_square_force_spread = 0.0;  // mean over the frame's atoms of the squared deviation
+  double mean_energy = 0.0;               // committee mean of the frame energy
+  double energy_spread_per_atom = 0.0;    // members' standard deviation of it, per atom
+};
+
 class TrainingSession {
  public:
   // Collective over `world`. Throws for settings the engine rejects (precision, optimizer...).
@@ -108,6 +116,12 @@ class TrainingSession {
   // per_owned_atom[system.num_local] (0 for atoms of no element). Returns the maximum over all
   // ranks. Labels in the frame are not used.
   double force_uncertainty(const FramePart &frame, double *per_owned_atom);
+  // Collective: the committee on the frame, for calibrated errors (training/error_calibration.h):
+  // force_uncertainty's per-atom spread, and with mean_forces (not null) the committee mean's
+  // forces on the owned atoms ([system.num_local][3]). The whole-frame summaries are the same on
+  // every rank.
+  CommitteeSpread committee_spread(const FramePart &frame, double *per_owned_atom,
+                                   double *mean_forces);
 
   const TrainingReport &report() const { return report_; }
   // The model being trained (the pair style's, shared).

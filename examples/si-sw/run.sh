@@ -5,4 +5,5 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
 "${LMP:-lmp}" -in in.si-sw -log log.lammps "$@"
-python3 ../accuracy_report.py log.lammps --label "configurations at 1000 K" | tee report.txt
+python3 ../accuracy_report.py log.lammps --label "configurations at 1000 K" \
+    --force-target 0.06 --energy-target 2 --max-calls 100 | tee report.txt

@@ -155,7 +155,7 @@ def argon_script(ctx, spec, *, fix="", steps=100, thermo=10, temperature=60, cel
     columns = "step temp pe"
     if fix:
         text += f"fix t all otf/train {fix}\n"
-        columns += " " + " ".join(f"f_t[{i}]" for i in range(1, 18))
+        columns += " " + " ".join(f"f_t[{i}]" for i in range(1, 20))
     text += f"thermo_style custom {columns}\nthermo_modify format float %.10g\nthermo {thermo}\n"
     text += extra + f"run {steps}\n"
     return text

@@ -23,7 +23,7 @@ def test(ctx):
            f"drive auto thresholds 0.1 0.4 2.0 check_every {CHECK_EVERY}")
     script = argon_script(ctx, spec, fix=fix, steps=400)
     script = script.replace("thermo_style custom step", "compute umax all reduce max f_t\n"
-                            "thermo_style custom step").replace("f_t[17]\n", "f_t[17] c_umax\n")
+                            "thermo_style custom step").replace("f_t[19]\n", "f_t[19] c_umax\n")
     result = run_lammps(ctx, script, name="in.auto")
     rows = result.thermo[-1]
     hand_overs = [int(s) for s in re.findall(r"^fix otf/train: step (\d+): the model drives",

@@ -47,7 +47,7 @@ def test(ctx):
     expect_error(ctx, "drive-unknown", f"{ARGON_LJ_REFERENCE} drive both",
                  "unknown drive 'both'", "reference, model or auto", spec=spec)
     expect_error(ctx, "auto-without-thresholds", f"{ARGON_LJ_REFERENCE} drive auto",
-                 "drive auto needs thresholds", spec=spec)
+                 "drive auto needs accuracy", spec=spec)
     expect_error(ctx, "thresholds-without-auto",
                  f"{ARGON_LJ_REFERENCE} drive model thresholds 0.1 0.2 0.5",
                  "apply to drive auto only", spec=spec)

@@ -41,7 +41,7 @@ FIX_CASES = [
     ("thresholds-zero", "drive auto thresholds 0 1 2", "thresholds <force_rmse> must be"),
     ("thresholds-order", "drive auto thresholds 0.1 0.5 0.2", "uncertainty <= take_over"),
     ("thresholds-no-auto", "thresholds 0.1 0.2 0.3", "apply to drive auto only"),
-    ("auto-no-thresholds", "drive auto", "drive auto needs thresholds"),
+    ("auto-no-thresholds", "drive auto", "drive auto needs accuracy"),
     ("check-every-0", "drive auto thresholds 0.1 0.2 0.3 check_every 0",
      "check_every must be an integer in [1, "),
     ("lr-schedule-kind", "lr_schedule linear 100", "none, step, exponential, cosine, plateau"),

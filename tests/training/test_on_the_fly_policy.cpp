@@ -48,7 +48,7 @@ TEST(OnTheFlyPolicy, SettingsOutOfRangeAreNamed) {
   expect_invalid(s, "every must be >= 1");
   s = PolicySettings{};
   s.mode = DriveMode::Auto;
-  expect_invalid(s, "drive auto needs thresholds");
+  expect_invalid(s, "drive auto needs accuracy");
   s = auto_settings();
   s.take_over_uncertainty = 0.2;
   expect_invalid(s, "uncertainty <= take_over");
@@ -141,6 +141,94 @@ TEST(OnTheFlyPolicy, AutoModelPhaseChecksOnCadenceLabelsAndTakesOver) {
   EXPECT_TRUE(next.reference_forces);
   EXPECT_FALSE(next.check);
   EXPECT_TRUE(policy.plan_step(45).label);
+}
+
+PolicySettings accuracy_settings() {
+  PolicySettings s;
+  s.mode = DriveMode::Auto;
+  s.label_every = 5;
+  s.check_every = 10;
+  s.target_force_error = 0.05;
+  s.target_energy_error = 0.002;
+  s.min_labels = 3;
+  s.take_over_factor = 4.0;
+  return s;
+}
+
+LabelAssessment assessed(double force_error, double energy_error, int64_t samples) {
+  LabelAssessment a;
+  a.validated = true;
+  a.label_force_error = force_error;
+  a.label_energy_error = energy_error;
+  a.calibration_samples = samples;
+  return a;
+}
+
+TEST(OnTheFlyPolicy, AccuracySettingsAreCheckedAndExclusiveWithThresholds) {
+  EXPECT_NO_THROW(check_policy_settings(accuracy_settings()));
+  PolicySettings s = accuracy_settings();
+  s.target_energy_error = 0.0;
+  expect_invalid(s, "accuracy <force> <energy> needs both > 0");
+  s = accuracy_settings();
+  s.label_uncertainty = 0.3;
+  expect_invalid(s, "either accuracy or thresholds");
+  s = accuracy_settings();
+  s.take_over_factor = 2.0;
+  expect_invalid(s, "take_over must be > 2");
+  s = accuracy_settings();
+  s.min_labels = 0;
+  expect_invalid(s, "min_labels must be >= 1");
+  s = accuracy_settings();
+  s.mode = DriveMode::Reference;
+  expect_invalid(s, "apply to drive auto only");
+}
+
+TEST(OnTheFlyPolicy, AccuracyHandsOverAfterEnoughCalibratedLabelsWithinTwiceTheTarget) {
+  OnTheFlyPolicy policy(accuracy_settings());
+  ASSERT_TRUE(policy.plan_step(0).label);
+  // Not measured (the model had not been trained): nothing to decide.
+  EXPECT_EQ(policy.after_label(assessed(-1.0, -1.0, 0)), LabelDecision::None);
+  ASSERT_TRUE(policy.plan_step(5).label);
+  // Accurate, but too few calibration samples.
+  EXPECT_EQ(policy.after_label(assessed(0.01, 0.0001, 2)), LabelDecision::None);
+  ASSERT_TRUE(policy.plan_step(10).label);
+  // Enough samples, force error above twice the target (take_over 4 / 2).
+  EXPECT_EQ(policy.after_label(assessed(0.11, 0.0001, 3)), LabelDecision::None);
+  ASSERT_TRUE(policy.plan_step(15).label);
+  // The energy error counts as well.
+  EXPECT_EQ(policy.after_label(assessed(0.09, 0.0041, 4)), LabelDecision::None);
+  EXPECT_TRUE(policy.reference_drives());
+  ASSERT_TRUE(policy.plan_step(20).label);
+  EXPECT_EQ(policy.after_label(assessed(0.1, 0.004, 5)), LabelDecision::ModelDrives);
+  EXPECT_FALSE(policy.reference_drives());
+}
+
+TEST(OnTheFlyPolicy, AccuracyLabelsAboveTheTargetAndGivesBackAboveTakeOver) {
+  OnTheFlyPolicy policy(accuracy_settings());
+  policy.plan_step(0);
+  ASSERT_EQ(policy.after_label(assessed(0.02, 0.0005, 3)), LabelDecision::ModelDrives);
+  ASSERT_TRUE(policy.plan_step(10).check);
+  CheckOutcome calm = policy.after_check_by_accuracy(10, 0.05, 0.002);  // at the targets
+  EXPECT_FALSE(calm.label);
+  ASSERT_TRUE(policy.plan_step(20).check);
+  const CheckOutcome energy = policy.after_check_by_accuracy(20, 0.01, 0.0021);
+  EXPECT_TRUE(energy.label);
+  EXPECT_FALSE(energy.reference_takes_over);
+  EXPECT_EQ(policy.state().model_phase_labels, 1);
+  // The label came back worse than take_over x target: the reference drives.
+  EXPECT_EQ(policy.after_label(assessed(0.21, 0.001, 4)), LabelDecision::ReferenceDrives);
+  EXPECT_TRUE(policy.reference_drives());
+  EXPECT_TRUE(policy.plan_step(21).reference_forces);
+  ASSERT_TRUE(policy.plan_step(25).label);
+  EXPECT_EQ(policy.after_label(assessed(0.08, 0.001, 5)), LabelDecision::ModelDrives);
+  ASSERT_TRUE(policy.plan_step(30).check);
+  const CheckOutcome lost = policy.after_check_by_accuracy(30, 0.2001, 0.0);
+  EXPECT_TRUE(lost.label);
+  EXPECT_TRUE(lost.reference_takes_over);
+  EXPECT_TRUE(policy.reference_drives());
+  // Its label shows the prediction was pessimistic: the model drives on at once.
+  EXPECT_EQ(policy.after_label(assessed(0.06, 0.001, 6)), LabelDecision::ModelDrives);
+  EXPECT_EQ(policy.state().model_phase_labels, 2);
 }
 
 TEST(OnTheFlyPolicy, ARepeatedStepIsNeitherCountedNorLabelledTwice) {

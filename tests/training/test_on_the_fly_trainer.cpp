@@ -276,18 +276,23 @@ TEST(OnTheFlyTrainer, ABudgetThatSkipsLabelsLetsTheModelDriveOn) {
 }
 
 // Rows of a learning log without the timing columns (they differ between runs).
+// The rows of a learning log without its two wall-time columns (which differ from run to run).
 std::vector<std::string> learning_rows(const std::string& path) {
   std::ifstream file(path);
   std::vector<std::string> rows;
   std::string line;
+  std::vector<bool> timing;
   while (std::getline(file, line)) {
     std::vector<std::string> fields;
     std::stringstream stream(line);
     std::string field;
     while (std::getline(stream, field, ',')) fields.push_back(field);
-    fields.resize(fields.size() - 2);
+    if (timing.empty())
+      for (const auto& name : fields)
+        timing.push_back(name == "reference_seconds" || name == "training_seconds");
     std::string row;
-    for (const auto& f : fields) row += f + ",";
+    for (std::size_t k = 0; k < fields.size(); ++k)
+      if (k >= timing.size() || !timing[k]) row += fields[k] + ",";
     rows.push_back(row);
   }
   return rows;
@@ -327,6 +332,82 @@ TEST(OnTheFlyTrainer, TheLearningLogHasARowPerLabelAndCheckAndSurvivesARestart) 
   EXPECT_EQ(learning_rows(settings.learning_log_path), expected);
   std::remove((base + "-whole.csv").c_str());
   std::remove((base + "-restarted.csv").c_str());
+}
+
+// drive auto by accuracy, with targets the test model meets at once: the model drives once
+// min_labels labels were predicted before they were learned.
+TrainerSettings accuracy_settings(double force_target, double energy_target) {
+  TrainerSettings settings = base_settings();
+  settings.policy.mode = DriveMode::Auto;
+  settings.policy.check_every = 3;
+  settings.policy.target_force_error = force_target;
+  settings.policy.target_energy_error = energy_target;
+  settings.policy.min_labels = 2;
+  return settings;
+}
+
+TEST(OnTheFlyTrainer, AccuracyCalibratesOnEveryLabelAndHandsOverAfterMinLabels) {
+  TrainerRun run(accuracy_settings(1e6, 1e6));
+  run.steps(0, 20);
+  // Statistics come from the labels of steps 0 and 2 (stats_frames 2), training starts at step
+  // 2; the labels of steps 4 and 6 are the first two predicted by a trained model.
+  EXPECT_EQ(run.trainer.calibration().samples(), 2);
+  EXPECT_FALSE(run.trainer.reference_drives());
+  EXPECT_EQ(run.trainer.policy().state().model_driven_steps, 14);   // steps 7-20
+  EXPECT_GE(run.trainer.counters().label_force_error, 0.0);
+  EXPECT_GT(run.trainer.calibration().force_scale(), 0.0);
+  EXPECT_GT(run.trainer.counters().predicted_force_error, 0.0);
+  EXPECT_EQ(run.trainer.policy().state().model_phase_labels, 0);
+  EXPECT_NE(run.trainer.calibration_summary().find("Spearman"), std::string::npos);
+}
+
+TEST(OnTheFlyTrainer, AccuracyLabelsWhatIsPredictedAboveTheTarget) {
+  // A force target no model meets: every check is labelled, and the first label's error sends
+  // the MD back to the reference (above take_over x target) until the model qualifies, which it
+  // never does.
+  TrainerRun run(accuracy_settings(1e-9, 1e6));
+  run.steps(0, 20);
+  EXPECT_TRUE(run.trainer.reference_drives());
+  EXPECT_EQ(run.trainer.policy().state().model_driven_steps, 0);
+  EXPECT_EQ(run.trainer.calibration().samples(), 9);   // labels of steps 4, 6, ..., 20
+  const double predicted = run.trainer.counters().predicted_force_error;
+  EXPECT_GT(predicted, 0.0);
+}
+
+TEST(OnTheFlyTrainer, LabelStepsTrainUntilTheLabelIsFittedOrTheBudgetIsSpent) {
+  TrainerSettings settings = accuracy_settings(1e-9, 1e6);   // never fitted: the whole budget
+  settings.label_steps = 5;
+  TrainerRun budget(settings);
+  budget.steps(0, 6);
+  // Labels at 0, 2, 4, 6; training from the label of step 2 (statistics ready): 3 x 5 steps.
+  EXPECT_EQ(budget.trainer.session().report().optimizer_steps, 15);
+  settings = accuracy_settings(1e6, 1e6);                    // fitted at once: one round
+  settings.label_steps = 5;
+  TrainerRun fitted(settings);
+  fitted.steps(0, 6);
+  EXPECT_EQ(fitted.trainer.session().report().optimizer_steps, 3);
+}
+
+TEST(OnTheFlyTrainer, AnAccuracyRunContinuesExactlyFromARestart) {
+  TrainerSettings settings = accuracy_settings(0.02, 1e6);
+  settings.policy.min_labels = 1;
+  TrainerRun uninterrupted(settings);
+  uninterrupted.steps(0, 9);
+  const std::string blob = uninterrupted.trainer.save_restart(9);
+  TrainerRun resumed(settings);
+  resumed.trainer.load_restart(decode_restart(blob.data(), blob.size()));
+  resumed.trainer.finish_restart_setup();
+  EXPECT_EQ(resumed.trainer.calibration().encode(), uninterrupted.trainer.calibration().encode());
+  uninterrupted.steps(10, 24);
+  resumed.steps(10, 24);
+  EXPECT_EQ(resumed.trainer.calibration().encode(), uninterrupted.trainer.calibration().encode());
+  EXPECT_EQ(resumed.trainer.session().weights_hash(), uninterrupted.trainer.session().weights_hash());
+  EXPECT_EQ(resumed.trainer.counters().reference_calls,
+            uninterrupted.trainer.counters().reference_calls);
+  EXPECT_EQ(resumed.trainer.counters().predicted_force_error,
+            uninterrupted.trainer.counters().predicted_force_error);
+  EXPECT_EQ(resumed.trainer.policy().state().model_driven_steps,
+            uninterrupted.trainer.policy().state().model_driven_steps);
 }
 
 TEST(OnTheFlyTrainer, SaveEveryNeedsAFile) {
