@@ -37,6 +37,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLE = ROOT / "examples" / "si-sw"
+sys.path.insert(0, str(ROOT / "examples"))
+from accuracy_report import dump_frames, thermo_runs  # noqa: E402  (the examples' own parsers)
 SEGMENTS = 10
 SEGMENT_STEPS = 300
 HEATING_SEGMENTS = 10    # 5 heating 1000 -> 1500 K, 5 at 1500 K
@@ -75,43 +77,6 @@ def run_lmp(lmp, plugin_dir, work, name, text):
         sys.exit(f"lmp failed on {name} in {work}:\n{result.stdout[-3000:]}\n"
                  f"{result.stderr[-2000:]}")
     return log
-
-
-def thermo_runs(log):
-    runs, header = [], None
-    for line in log.splitlines():
-        words = line.split()
-        if words[:1] == ["Step"]:
-            header, rows = words, []
-            runs.append(rows)
-        elif header and line.startswith("Loop time"):
-            header = None
-        elif header and len(words) == len(header):
-            try:
-                rows.append(dict(zip(header, map(float, words))))
-            except ValueError:
-                pass
-    return runs
-
-
-def dump_frames(path):
-    """Per snapshot: {atom id: (fx, fy, fz, pe)}."""
-    frames, lines, i = [], Path(path).read_text().splitlines(), 0
-    while i < len(lines):
-        if lines[i].startswith("ITEM: NUMBER OF ATOMS"):
-            count = int(lines[i + 1])
-            while not lines[i].startswith("ITEM: ATOMS"):
-                i += 1
-            at = {name: k for k, name in enumerate(lines[i].split()[2:])}
-            frame = {}
-            for row in lines[i + 1:i + 1 + count]:
-                v = row.split()
-                frame[int(v[at["id"]])] = tuple(float(v[at[c]])
-                                                for c in ("fx", "fy", "fz", "c_peatom"))
-            frames.append(frame)
-            i += count
-        i += 1
-    return frames
 
 
 def errors(reference_dump, model_dump):
@@ -252,7 +217,7 @@ def main():
     curve = []
     say("policy      segment  step  reference calls  held-out force RMSE (eV/A)  energy RMSE (meV/atom)")
     for name in policies:
-        runs = thermo_runs(logs[name])
+        runs = thermo_runs(work / f"in.train-{name}.log")
         for k in range(1, SEGMENTS + 1):
             last = runs[k - 1][-1]
             force, energy = errors(work / "heldout-1000.dump", work / f"eval-{name}-{k}.dump")
@@ -281,7 +246,7 @@ def main():
             cells.append(f"{f:.4f} / {e:.3f}")
         say(f"{label:30s} " + "   ".join(f"{c:20s}" for c in cells))
     say("")
-    runs = thermo_runs(logs["accuracy"])
+    runs = thermo_runs(work / "in.train-accuracy.log")
     say("Heating (accuracy policy, continuing): reference calls per segment of "
         f"{SEGMENT_STEPS} steps")
     previous = int(runs[SEGMENTS - 1][-1]["f_train[9]"])

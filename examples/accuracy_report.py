@@ -38,8 +38,8 @@ def thermo_runs(log_path):
     return runs
 
 
-def dump_frames(path):
-    """Per snapshot: {atom id: (fx, fy, fz, pe)}."""
+def dump_frames(path, columns=("fx", "fy", "fz", "c_peatom")):
+    """Per snapshot: {atom id: (the given columns, as floats)}; by default (fx, fy, fz, pe)."""
     frames = []
     with open(path) as dump:
         lines = dump.read().splitlines()
@@ -49,12 +49,11 @@ def dump_frames(path):
             count = int(lines[i + 1])
             while not lines[i].startswith("ITEM: ATOMS"):
                 i += 1
-            columns = lines[i].split()[2:]
-            at = {name: k for k, name in enumerate(columns)}
+            at = {name: k for k, name in enumerate(lines[i].split()[2:])}
             frame = {}
             for row in lines[i + 1:i + 1 + count]:
                 v = row.split()
-                frame[int(v[at["id"]])] = tuple(float(v[at[c]]) for c in ("fx", "fy", "fz", "c_peatom"))
+                frame[int(v[at["id"]])] = tuple(float(v[at[c]]) for c in columns)
             frames.append(frame)
             i += count
         i += 1

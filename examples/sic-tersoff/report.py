@@ -11,46 +11,12 @@ import argparse
 import math
 import re
 import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from accuracy_report import dump_frames, thermo_runs  # noqa: E402  (the examples' own parsers)
 
 ELEMENTS = {1: "Si", 2: "C"}
-
-
-def dump_frames(path):
-    """Per snapshot: {atom id: (type, fx, fy, fz, pe)}."""
-    frames, lines, i = [], open(path).read().splitlines(), 0
-    while i < len(lines):
-        if lines[i].startswith("ITEM: NUMBER OF ATOMS"):
-            count = int(lines[i + 1])
-            while not lines[i].startswith("ITEM: ATOMS"):
-                i += 1
-            at = {name: k for k, name in enumerate(lines[i].split()[2:])}
-            frame = {}
-            for row in lines[i + 1:i + 1 + count]:
-                v = row.split()
-                frame[int(v[at["id"]])] = (int(v[at["type"]]),) + tuple(
-                    float(v[at[c]]) for c in ("fx", "fy", "fz", "c_peatom"))
-            frames.append(frame)
-            i += count
-        i += 1
-    return frames
-
-
-def thermo_runs(log_text):
-    """Each run's thermo table as a list of {column: value} rows."""
-    runs, header = [], None
-    for line in log_text.splitlines():
-        words = line.split()
-        if words[:1] == ["Step"]:
-            header, rows = words, []
-            runs.append(rows)
-        elif header and line.startswith("Loop time"):
-            header = None
-        elif header and len(words) == len(header):
-            try:
-                rows.append(dict(zip(header, map(float, words))))
-            except ValueError:
-                pass
-    return runs
 
 
 def main():
@@ -60,7 +26,7 @@ def main():
     parser.add_argument("--energy-target", type=float, default=5.0, help="meV/atom")
     options = parser.parse_args()
     text = open(options.log).read()
-    calls = [row["f_train[9]"] for rows in thermo_runs(text) for row in rows
+    calls = [row["f_train[9]"] for rows in thermo_runs(options.log) for row in rows
              if "f_train[9]" in row]
     hand_over = re.search(r"^fix otf/train: step (\d+): the model drives", text, re.MULTILINE)
     take_overs = len(re.findall(r"^fix otf/train: step \d+: .* the reference drives until", text,
@@ -73,15 +39,16 @@ def main():
         print(f"  {calibration[-1]}")
     failed = 0
     for temperature in ("1000K", "1600K"):
-        reference = dump_frames(f"heldout-{temperature}-reference.dump")
-        model = dump_frames(f"heldout-{temperature}-otf.dump")
+        columns = ("type", "fx", "fy", "fz", "c_peatom")
+        reference = dump_frames(f"heldout-{temperature}-reference.dump", columns)
+        model = dump_frames(f"heldout-{temperature}-otf.dump", columns)
         if len(reference) != len(model) or not reference:
             sys.exit(f"report: {len(reference)} reference and {len(model)} model snapshots")
         sq = {name: [0.0, 0.0, 0] for name in ELEMENTS.values()}   # error^2, force^2, components
         energy_sq = 0.0
         for ref, mod in zip(reference, model):
             for atom, r in ref.items():
-                name = ELEMENTS[r[0]]
+                name = ELEMENTS[int(r[0])]
                 sq[name][0] += sum((mod[atom][k] - r[k]) ** 2 for k in (1, 2, 3))
                 sq[name][1] += sum(r[k] ** 2 for k in (1, 2, 3))
                 sq[name][2] += 3
