@@ -7,7 +7,7 @@ import math
 import random
 import re
 
-from lammps_harness import fail
+from lammps_harness import expect, fail, run_lammps
 
 # A small, fast model; float64 for exactness tests (float32 is the spec default).
 SMALL_HYPERPARAMETERS = {"hidden": [16, 16], "radial_functions": 6, "angular_radial_functions": 3}
@@ -159,3 +159,24 @@ def argon_script(ctx, spec, *, fix="", steps=100, thermo=10, temperature=60, cel
     text += f"thermo_style custom {columns}\nthermo_modify format float %.10g\nthermo {thermo}\n"
     text += extra + f"run {steps}\n"
     return text
+
+
+def run_fix(ctx, label, fix, *, spec, pair=None):
+    """A 0-step argon run with `fix t all otf/train <fix>` (pair: replaces the otf pair lines)."""
+    script = argon_script(ctx, spec, fix=fix, steps=0)
+    if pair:
+        script = script.replace(f"pair_style otf {spec}\npair_coeff * * Ar\n", pair)
+    return run_lammps(ctx, script, name=f"in.{label}", check=False)
+
+
+def expect_fix_error(ctx, label, fix, *messages, spec, pair=None):
+    result = run_fix(ctx, label, fix, spec=spec, pair=pair)
+    output = result.stdout + result.stderr + result.log
+    errors = [line for line in output.splitlines() if line.startswith("ERROR")]
+    expect(result.returncode != 0 and errors, f"{label}: no error; tail:\n{output[-1500:]}")
+    for message in messages:
+        if not any(message in line for line in errors):
+            fail(f"{label}: no ERROR line contains {message!r}:\n" + "\n".join(errors))
+    for bad in ("Segmentation fault", "terminate called", "core dumped"):
+        expect(bad not in output, f"{label}: crashed ({bad})")
+    print(f"{label}: {errors[0]}")

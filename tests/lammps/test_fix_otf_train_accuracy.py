@@ -15,8 +15,9 @@ import csv
 import math
 import re
 
-from lammps_harness import expect, fail, main, run_lammps
-from pair_otf_common import ARGON_LJ_REFERENCE, argon_script, write_argon_spec
+from lammps_harness import expect, main, run_lammps
+from pair_otf_common import (ARGON_LJ_REFERENCE, argon_script, expect_fix_error,
+                             write_argon_spec)
 
 FORCE_TARGET, ENERGY_TARGET, MIN_LABELS, TAKE_OVER, CHECK_EVERY = 0.08, 0.002, 3, 4.0, 3
 
@@ -98,13 +99,7 @@ def one_run(ctx, spec, np):
 
 
 def expect_error(ctx, spec, label, fix, message):
-    script = argon_script(ctx, spec, fix=f"{ARGON_LJ_REFERENCE} {fix}", steps=0)
-    result = run_lammps(ctx, script, name=f"in.{label}", check=False)
-    output = result.stdout + result.stderr + result.log
-    errors = [line for line in output.splitlines() if line.startswith("ERROR")]
-    if result.returncode == 0 or not any(message in line for line in errors):
-        fail(f"{label}: expected an ERROR containing {message!r}; got:\n" + "\n".join(errors))
-    print(f"{label}: {errors[0]}")
+    expect_fix_error(ctx, label, f"{ARGON_LJ_REFERENCE} {fix}", message, spec=spec)
 
 
 def test(ctx):

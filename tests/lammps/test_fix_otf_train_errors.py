@@ -3,28 +3,8 @@ float64, fp8) with a LAMMPS error listing the accepted values; an unknown keywor
 pair_style otf, a bad drive value, drive auto without thresholds, bad learning-rate schedules,
 accumulation and EMA values are clean errors too, never crashes.
 """
-from lammps_harness import expect, fail, main, run_lammps
-from pair_otf_common import ARGON_LJ_REFERENCE, argon_script, write_argon_spec
-
-
-def run_fix(ctx, label, fix, *, spec, pair=None):
-    script = argon_script(ctx, spec, fix=fix, steps=0)
-    if pair:
-        script = script.replace(f"pair_style otf {spec}\npair_coeff * * Ar\n", pair)
-    return run_lammps(ctx, script, name=f"in.{label}", check=False)
-
-
-def expect_error(ctx, label, fix, *messages, spec, pair=None):
-    result = run_fix(ctx, label, fix, spec=spec, pair=pair)
-    output = result.stdout + result.stderr + result.log
-    errors = [line for line in output.splitlines() if line.startswith("ERROR")]
-    expect(result.returncode != 0 and errors, f"{label}: no error; tail:\n{output[-1500:]}")
-    for message in messages:
-        if not any(message in line for line in errors):
-            fail(f"{label}: no ERROR line contains {message!r}:\n" + "\n".join(errors))
-    for bad in ("Segmentation fault", "terminate called", "core dumped"):
-        expect(bad not in output, f"{label}: crashed ({bad})")
-    print(f"{label}: {errors[0]}")
+from lammps_harness import expect, main
+from pair_otf_common import ARGON_LJ_REFERENCE, expect_fix_error as expect_error, run_fix, write_argon_spec
 
 
 def test(ctx):
