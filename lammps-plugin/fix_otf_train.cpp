@@ -62,7 +62,8 @@ const char *const kKeywords =
     "precision, every, steps_per_frame, batch, lr, optimizer, weights, buffer, validation, "
     "seed, clip, scale_init, scale_growth, scale_backoff, scale_interval, save, save_every, "
     "stats_frames, drive, accuracy, thresholds, check_every, min_labels, take_over, "
-    "label_steps, calibration_window, lr_schedule, accumulate, ema, max_skips, journal, "
+    "label_steps, calibration_window, lr_schedule, accumulate, ema, max_skips, outlier_factor, "
+    "journal, "
     "warm_start, max_calls, learning_log, client, client_log, not_converged, connect_timeout, "
     "timeout, retries";
 constexpr int kVectorSize = 19;
@@ -206,6 +207,7 @@ void FixOTFTrain::parse_keywords(int narg, char **arg, int iarg)
 {
   otf::TrainingSessionSettings &s = settings_->session;
   otf::PolicySettings &policy = settings_->policy;
+  bool drive_given = false, targets_given = false;
   auto value = [&](int count) {
     if (iarg + count >= narg)
       error->all(FLERR, "fix otf/train: keyword '{}' needs {} value(s)", arg[iarg], count);
@@ -302,6 +304,7 @@ void FixOTFTrain::parse_keywords(int narg, char **arg, int iarg)
       std::string message;
       try {
         policy.mode = otf::parse_drive_mode(arg[iarg + 1]);
+        drive_given = true;
       } catch (std::exception &e) {
         message = e.what();
       }
@@ -309,6 +312,7 @@ void FixOTFTrain::parse_keywords(int narg, char **arg, int iarg)
       iarg += 2;
     } else if (keyword == "thresholds") {
       value(3);
+      targets_given = true;
       policy.hand_over_force_rmse = otf_keywords::real_value(lmp, "fix otf/train", "thresholds <force_rmse>", arg[iarg + 1], 0.0, 1e30, true);
       policy.label_uncertainty = otf_keywords::real_value(lmp, "fix otf/train", "thresholds <uncertainty>", arg[iarg + 2], 0.0, 1e30, true);
       policy.take_over_uncertainty = otf_keywords::real_value(lmp, "fix otf/train", "thresholds <take_over>", arg[iarg + 3], 0.0, 1e30, true);
@@ -321,6 +325,7 @@ void FixOTFTrain::parse_keywords(int narg, char **arg, int iarg)
       iarg += 4;
     } else if (keyword == "accuracy") {
       value(2);
+      targets_given = true;
       policy.target_force_error = otf_keywords::real_value(lmp, "fix otf/train", "accuracy <force>", arg[iarg + 1], 0.0, 1e30, true);
       policy.target_energy_error = otf_keywords::real_value(lmp, "fix otf/train", "accuracy <energy>", arg[iarg + 2], 0.0, 1e30, true);
       iarg += 3;
@@ -417,6 +422,13 @@ void FixOTFTrain::parse_keywords(int narg, char **arg, int iarg)
       value(1);
       settings_->max_skipped_in_row = otf_keywords::integer_value(lmp, "fix otf/train", keyword, arg[iarg + 1], 0, INT_MAX);
       iarg += 2;
+    } else if (keyword == "outlier_factor") {
+      value(1);
+      settings_->outlier_factor = otf_keywords::real_value(lmp, "fix otf/train", keyword, arg[iarg + 1], 0.0, 1e30);
+      if (settings_->outlier_factor > 0.0 && settings_->outlier_factor < 2.0)
+        error->all(FLERR, "fix otf/train: outlier_factor must be 0 (off) or at least 2, got {}",
+                   arg[iarg + 1]);
+      iarg += 2;
     } else {
       error->all(FLERR, "fix otf/train: unknown keyword '{}' (expected one of: {})", keyword,
                  kKeywords);
@@ -424,8 +436,14 @@ void FixOTFTrain::parse_keywords(int narg, char **arg, int iarg)
   }
   if (settings_->save_every > 0 && settings_->save_path.empty())
     error->all(FLERR, "fix otf/train: save_every needs a file: save <path>");
+  // The default is the safe policy: the reference drives until the model meets the accuracy.
+  if (!drive_given) policy.mode = otf::DriveMode::Auto;
   std::string message;
   try {
+    if (policy.mode == otf::DriveMode::Auto && !targets_given) {
+      otf::set_default_accuracy(policy, update->unit_style);
+      default_accuracy_ = true;
+    }
     otf::check_policy_settings(policy);
   } catch (std::exception &e) {
     message = e.what();
@@ -625,13 +643,24 @@ void FixOTFTrain::create_trainer()
                                                       *settings_, *reference_, world, messages);
   });
   const otf::TrainingSessionSettings &s = settings_->session;
+  const otf::PolicySettings &policy = settings_->policy;
+  std::string drive = "drive " + otf::to_string(policy.mode);
+  if (policy.mode == otf::DriveMode::Auto && policy.by_accuracy())
+    drive += fmt::format(" accuracy {:.6g} {:.6g}{}", policy.target_force_error,
+                         policy.target_energy_error,
+                         default_accuracy_ ? " (the default accuracy in units " +
+                                                 std::string(update->unit_style) + ")"
+                                           : std::string());
+  else if (policy.mode == otf::DriveMode::Auto)
+    drive += fmt::format(" thresholds {} {} {}", policy.hand_over_force_rmse,
+                         policy.label_uncertainty, policy.take_over_uncertainty);
   if (comm->me == 0)
     utils::logmesg(lmp,
-                   "fix otf/train: reference {}, model cutoff {}, precision {}, "
+                   "fix otf/train: reference {}, model cutoff {}, precision {}, {}, "
                    "label every {} steps, {} optimizer step(s) of {} frame(s) per frame, "
                    "buffer {} frames, device {}{}\n",
                    reference_->description(), model_pair_->model_session().cutoff(), s.precision,
-                   settings_->policy.label_every, s.steps_per_frame, s.batch_frames,
+                   drive, settings_->policy.label_every, s.steps_per_frame, s.batch_frames,
                    s.buffer_frames, trainer_->session().device_name(),
                    settings_->journal_path.empty() ? std::string()
                                                    : ", label journal " + settings_->journal_path);

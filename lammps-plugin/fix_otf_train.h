@@ -72,6 +72,7 @@ class FixOTFTrain : public Fix {
   std::unique_ptr<otf::TrainerSettings> settings_;
   // reference ipi: the socket and client settings (null for a pair-style reference).
   std::unique_ptr<otf::IpiReferenceSettings> ipi_settings_;
+  bool default_accuracy_ = false;  // drive auto's accuracy not named: the default one
   bool journal_keyword_ = false;    // journal given (else the default of the reference kind)
   std::unique_ptr<otf::Reference> reference_;
   PairStyleReference *pair_reference_ = nullptr;    // reference_ when it is a pair style

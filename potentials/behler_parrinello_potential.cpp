@@ -119,6 +119,10 @@ void BehlerParrinelloPotential::accumulate_descriptor_statistics(const Descripto
   normalizer_->accumulate(moments);
 }
 
+double BehlerParrinelloPotential::descriptor_spread_ratio(const DescriptorMoments& frame) const {
+  return normalizer_->spread_ratio(frame);
+}
+
 void BehlerParrinelloPotential::freeze_descriptor_statistics() { normalizer_->freeze(); }
 
 bool BehlerParrinelloPotential::descriptor_statistics_frozen() const {

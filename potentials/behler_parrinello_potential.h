@@ -23,6 +23,7 @@ class BehlerParrinelloPotential final : public Potential {
 
   DescriptorMoments descriptor_moments(const LocalEnvironments& env) override;
   void accumulate_descriptor_statistics(const DescriptorMoments& moments) override;
+  double descriptor_spread_ratio(const DescriptorMoments& frame) const override;
   void freeze_descriptor_statistics() override;
   bool descriptor_statistics_frozen() const override;
 

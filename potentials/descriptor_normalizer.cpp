@@ -1,5 +1,7 @@
 #include "descriptor_normalizer.h"
 
+#include <cmath>
+#include <limits>
 #include <stdexcept>
 
 namespace otf {
@@ -61,8 +63,7 @@ void DescriptorNormalizer::accumulate(const DescriptorMoments& moments) {
   update_mean_and_scale();
 }
 
-void DescriptorNormalizer::update_mean_and_scale() {
-  const torch::Tensor seen = (count_ > 0).unsqueeze(-1);
+std::pair<torch::Tensor, torch::Tensor> DescriptorNormalizer::running_mean_and_scale() const {
   const torch::Tensor count = count_.clamp_min(1.0).unsqueeze(-1);
   const torch::Tensor mean = sum_ / count;
   const torch::Tensor mean_square = sum_sq_ / count;
@@ -73,9 +74,42 @@ void DescriptorNormalizer::update_mean_and_scale() {
   const torch::Tensor floor =
       torch::where(degenerate, torch::maximum(own_floor, kSpeciesScaleFloor * species_rms),
                    own_floor);
-  const torch::Tensor scale = (variance + floor * floor).sqrt();
+  return {mean, (variance + floor * floor).sqrt()};
+}
+
+void DescriptorNormalizer::update_mean_and_scale() {
+  const torch::Tensor seen = (count_ > 0).unsqueeze(-1);
+  const auto [mean, scale] = running_mean_and_scale();
   mean_.copy_(torch::where(seen, mean, torch::zeros_like(mean)));
   inverse_scale_.copy_(torch::where(seen, 1.0 / scale, torch::ones_like(scale)));
+}
+
+double DescriptorNormalizer::spread_ratio(const DescriptorMoments& frame) const {
+  torch::NoGradGuard no_grad;
+  const torch::Tensor frame_count = frame.count.to(count_.options());
+  const torch::Tensor in_frame = frame_count > 0;
+  if (!in_frame.any().item<bool>()) return 1.0;
+  if ((in_frame & (count_ <= 0)).any().item<bool>()) return std::numeric_limits<double>::infinity();
+  // Against the spread actually seen, without the scale's floors: those would make the first,
+  // still nearly identical frames of a perfect crystal look representative. A feature is
+  // degenerate below kDegenerateFeature x the species' feature RMS (zero in every frame, as for
+  // an element pair absent from the system).
+  const torch::Tensor count = count_.clamp_min(1.0).unsqueeze(-1);
+  const torch::Tensor mean = sum_ / count;
+  const torch::Tensor mean_square = sum_sq_ / count;
+  const torch::Tensor variance = (mean_square - mean * mean).clamp_min(0.0);
+  const torch::Tensor species_rms = mean_square.mean(-1, /*keepdim=*/true).sqrt();
+  const torch::Tensor least = (kDegenerateFeature * species_rms).square() + 1e-300;
+  const torch::Tensor n = frame_count.clamp_min(1.0).unsqueeze(-1);
+  const torch::Tensor sum = frame.sum.to(sum_.options());
+  const torch::Tensor sum_sq = frame.sum_sq.to(sum_sq_.options());
+  // Mean over the frame's atoms of (x - mean)^2, from its sums.
+  const torch::Tensor deviation = ((sum_sq - 2.0 * mean * sum) / n + mean * mean).clamp_min(0.0);
+  const torch::Tensor ratios =
+      (torch::where(deviation <= least, torch::zeros_like(deviation),
+                    deviation / torch::maximum(variance, least)))
+          .index({in_frame});
+  return std::sqrt(ratios.mean().item<double>());
 }
 
 void DescriptorNormalizer::freeze() { frozen_.fill_(true); }

@@ -6,6 +6,7 @@
 #include <torch/torch.h>
 
 #include <cstdint>
+#include <utility>
 
 #include "potential.h"
 
@@ -22,6 +23,12 @@ class DescriptorNormalizer : public torch::nn::Module {
   DescriptorMoments moments(const torch::Tensor& features, const torch::Tensor& species) const;
   // Adds the moments and recomputes mean and scale; ignored when frozen.
   void accumulate(const DescriptorMoments& moments);
+  // How much wider than the statistics gathered so far a frame's features spread: the root of
+  // the mean, over the features of the species seen, of the frame's mean square deviation from
+  // the running mean divided by the running variance (features zero in every frame left out). About 1 (or less) for a frame like
+  // those seen; above while the distribution still widens, as when a perfect crystal warms up.
+  // Infinite before any statistics, or when the frame has a species not seen yet.
+  double spread_ratio(const DescriptorMoments& frame) const;
   void freeze();
   bool frozen() const { return frozen_.item<bool>(); }
   // Atoms seen per species.
@@ -29,6 +36,8 @@ class DescriptorNormalizer : public torch::nn::Module {
 
  private:
   void update_mean_and_scale();
+  // Running mean and scale in float64 ([species, features]), from the sums.
+  std::pair<torch::Tensor, torch::Tensor> running_mean_and_scale() const;
 
   torch::Tensor count_, sum_, sum_sq_;  // float64 running sums
   torch::Tensor mean_, inverse_scale_;  // [species, features], the model's parameter dtype

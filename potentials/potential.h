@@ -58,6 +58,9 @@ class Potential : public torch::nn::Module {
   virtual DescriptorMoments descriptor_moments(const LocalEnvironments& env) = 0;
   // Adds moments (possibly summed over ranks) to the running statistics, unless frozen.
   virtual void accumulate_descriptor_statistics(const DescriptorMoments& moments) = 0;
+  // How much wider than the running statistics the descriptors of a frame (its moments, summed
+  // over ranks) spread: about 1 for a frame like those seen, above while they still widen.
+  virtual double descriptor_spread_ratio(const DescriptorMoments& frame) const = 0;
   virtual void freeze_descriptor_statistics() = 0;
   virtual bool descriptor_statistics_frozen() const = 0;
 

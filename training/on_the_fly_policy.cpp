@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "atomic_units.h"
+
 namespace otf {
 
 DriveMode parse_drive_mode(const std::string& text) {
@@ -50,6 +52,24 @@ void check_policy_settings(const PolicySettings& s) {
   } else if (thresholds_given || accuracy_given || s.check_every > 0) {
     throw std::invalid_argument("accuracy, thresholds and check_every apply to drive auto only");
   }
+}
+
+void set_default_accuracy(PolicySettings& settings, const std::string& unit_style) {
+  constexpr double kForceEvPerAngstrom = 0.05;
+  constexpr double kEnergyEvPerAtom = 0.002;
+  AtomicUnitConversion units;
+  try {
+    units = atomic_unit_conversion(unit_style);
+  } catch (const std::invalid_argument&) {
+    throw std::invalid_argument("units " + unit_style + " have no physical scale for drive "
+                                "auto's default accuracy: give accuracy <force> <energy> (or "
+                                "thresholds), or choose drive model or drive reference");
+  }
+  const AtomicUnitConversion metal = atomic_unit_conversion("metal");
+  settings.target_force_error = kForceEvPerAngstrom * metal.hartree_per_bohr_per_force() /
+                                units.hartree_per_bohr_per_force();
+  settings.target_energy_error =
+      kEnergyEvPerAtom * metal.hartree_per_energy / units.hartree_per_energy;
 }
 
 OnTheFlyPolicy::OnTheFlyPolicy(PolicySettings settings) : settings_(settings) {

@@ -49,6 +49,12 @@ struct PolicySettings {
 // Throws std::invalid_argument naming the setting that is out of range.
 void check_policy_settings(const PolicySettings& settings);
 
+// drive auto's accuracy when the input names neither accuracy nor thresholds: 0.05 eV/Angstrom
+// per force component and 2 meV per atom, what production interatomic potentials are validated
+// to (docs/design.md §13), in the MD code's unit style. Throws std::invalid_argument for a unit
+// style without a physical scale (lj).
+void set_default_accuracy(PolicySettings& settings, const std::string& unit_style);
+
 // What a restart must carry for the policy to continue exactly.
 struct PolicyState {
   bool reference_drives = false;

@@ -1,5 +1,6 @@
 #include "on_the_fly_trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <climits>
 #include <cmath>
@@ -16,6 +17,7 @@
 #include "potential.h"
 #include "precision.h"
 #include "rank_agreement.h"
+#include "statistics_phase.h"
 
 namespace otf {
 namespace {
@@ -412,6 +414,10 @@ bool OnTheFlyTrainer::label_and_train(int64_t step, const FramePart& frame, MdFr
       policy_.reference_drives() ? ReferenceUse::Drive : ReferenceUse::Label;
   ReferenceLabel label;
   if (!ask_reference(step, md, use, true, uncertainty_measured, label)) return false;
+  if (!label_is_learnable(step, label)) {
+    prediction_kept_ = false;
+    return false;
+  }
   if (by_accuracy() && prediction_kept_) record_calibration_sample(md, label);
   prediction_kept_ = false;
   Stopwatch timing(counters_.training_seconds);
@@ -430,7 +436,9 @@ bool OnTheFlyTrainer::label_and_train(int64_t step, const FramePart& frame, MdFr
                                std::to_string(frame.system.num_local) + " owned atoms");
     // The weights this step's forces came from, for a restart file written on this step.
     session_->snapshot_weights();
+    const bool statistics_were_ready = session_->statistics_ready();
     session_->add_frame(labelled);
+    if (!statistics_were_ready && session_->statistics_ready()) log_statistics_frozen(step);
     session_->train();
     if (by_accuracy()) train_on_label(labelled);
     session_->validate();
@@ -438,6 +446,69 @@ bool OnTheFlyTrainer::label_and_train(int64_t step, const FramePart& frame, MdFr
   check_replicas(step);
   check_divergence(step, skipped_before);
   return true;
+}
+
+bool OnTheFlyTrainer::label_is_learnable(int64_t step, const ReferenceLabel& label) {
+  // [0]: largest |force component| on this rank, [1]: 1 when something is not finite.
+  double local[2] = {0.0, std::isfinite(label.energy) ? 0.0 : 1.0};
+  for (const double f : label.owned_forces) {
+    if (!std::isfinite(f)) local[1] = 1.0;
+    else local[0] = std::max(local[0], std::abs(f));
+  }
+  for (const double v : label.virial)
+    if (!std::isfinite(v)) local[1] = 1.0;
+  double whole[2] = {0.0, 0.0};
+  MPI_Allreduce(local, whole, 2, MPI_DOUBLE, MPI_MAX, world_);
+  const double largest = whole[0];
+  const bool finite = whole[1] == 0.0;
+  const bool guarded = settings_.outlier_factor > 0.0 &&
+                       counters_.learned_labels >= TrainerSettings::kOutlierGuardLabels &&
+                       counters_.largest_learned_force > 0.0;
+  const double limit = settings_.outlier_factor * counters_.largest_learned_force;
+  if (finite && !(guarded && largest > limit)) {
+    ++counters_.learned_labels;
+    counters_.largest_learned_force = std::max(counters_.largest_learned_force, largest);
+    counters_.refused_labels_in_row = 0;
+    return true;
+  }
+  ++counters_.skipped_labels;
+  ++counters_.refused_labels_in_row;
+  const std::string what =
+      finite ? formatted("its largest force component %.4g is more than %g x the largest of the "
+                         "%.0f labels learned so far (%.4g)",
+                         largest, settings_.outlier_factor,
+                         static_cast<double>(counters_.learned_labels),
+                         counters_.largest_learned_force)
+             : std::string("its energy, forces or virial are not finite");
+  const std::string why =
+      "the configuration is far from anything learned (atoms pushed into each other?): a "
+      "timestep too long, or a model that drove too long unchecked (lower check_every or "
+      "take_over)";
+  if (counters_.refused_labels_in_row >= TrainerSettings::kMaxRefusedInRow)
+    throw TrainingError("step " + std::to_string(step) + ": " +
+                        std::to_string(counters_.refused_labels_in_row) +
+                        " labels in a row were not learned; on the last, " + what + ". " +
+                        "Stopped before the model learns from them: " + why +
+                        " (outlier_factor sets the guard)");
+  if (rank_ == 0 && messages_.warn)
+    messages_.warn("step " + std::to_string(step) + ": label not learned, " + what + "; " + why);
+  return false;
+}
+
+void OnTheFlyTrainer::log_statistics_frozen(int64_t step) const {
+  const StatisticsSummary s = session_->statistics_summary();
+  if (rank_ != 0 || !messages_.log) return;
+  std::string line = "step " + std::to_string(step) + ": descriptor statistics and energy shifts "
+                     "from " + std::to_string(s.frames) + " labelled frames";
+  if (s.frames > s.frames_asked && s.last_spread_ratio <= s.last_limit)
+    line += formatted(" (stats_frames %.0f, and on until the descriptors stopped widening: the "
+                      "last frame spread %.3g x as wide as those before it)",
+                      static_cast<double>(s.frames_asked), s.last_spread_ratio, 0.0, 0.0);
+  else if (s.frames > s.frames_asked)
+    line += formatted(" (the limit, for stats_frames %.0f; the descriptors were still widening: "
+                      "the last frame spread %.3g x as wide as those before it)",
+                      static_cast<double>(s.frames_asked), s.last_spread_ratio, 0.0, 0.0);
+  messages_.log(line + "; training starts");
 }
 
 void OnTheFlyTrainer::check_divergence(int64_t step, int64_t skipped_before) {

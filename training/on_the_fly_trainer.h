@@ -73,9 +73,17 @@ struct TrainerSettings {
   // drive auto by accuracy: after a label, training goes on in rounds of steps_per_frame
   // optimizer steps until the committee mean's force error on the new label is at most half the
   // force target, up to label_steps optimizer steps in all (0: one round, as without accuracy).
-  int64_t label_steps = 0;
+  int64_t label_steps = 16;
   // Labels whose prediction calibrates the committee's spread (training/error_calibration.h).
   int64_t calibration_window = 40;
+  // The outlier guard: once kOutlierGuardLabels labels were learned, a label whose largest force
+  // component exceeds outlier_factor times the largest among them is not learned (the MD reached
+  // a configuration far from anything seen, such as atoms pushed into each other); neither is
+  // one with a non-finite energy, force or virial. kMaxRefusedInRow such labels in a row stop
+  // the run. 0: only non-finite labels are refused.
+  double outlier_factor = 20.0;
+  static constexpr int64_t kOutlierGuardLabels = 10;
+  static constexpr int64_t kMaxRefusedInRow = 3;
 };
 
 // Rank 0 prints what it is given; the MD code routes it to its log and warnings.
@@ -150,7 +158,12 @@ class OnTheFlyTrainer {
   // After a label under drive auto: asks the policy and says what it decided.
   void assess_label(int64_t step);
   bool by_accuracy() const;
+  // Collective: the label is finite and within the outlier guard; otherwise warns, counts it and
+  // returns false (throws TrainingError after kMaxRefusedInRow refusals in a row).
+  bool label_is_learnable(int64_t step, const ReferenceLabel& label);
   void check_replicas(int64_t step);
+  // Rank 0 says where the descriptor statistics came from, when they were just frozen.
+  void log_statistics_frozen(int64_t step) const;
   void check_divergence(int64_t step, int64_t skipped_before);
   void save_model(int64_t step, const char* why);
   template <typename Body> void agreed(const std::string& what, Body&& body);

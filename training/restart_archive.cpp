@@ -40,6 +40,9 @@ std::string encode_restart(const TrainerRestart& restart) {
   fields::write_double(archive, "trainer/label_force_error", c.label_force_error);
   fields::write_double(archive, "trainer/label_energy_error", c.label_energy_error);
   fields::write_double(archive, "trainer/label_atoms_above_bound", c.label_atoms_above_bound);
+  fields::write_int(archive, "trainer/learned_labels", c.learned_labels);
+  fields::write_double(archive, "trainer/largest_learned_force", c.largest_learned_force);
+  fields::write_int(archive, "trainer/refused_labels_in_row", c.refused_labels_in_row);
   fields::write_bytes(archive, "calibration", restart.calibration);
   fields::write_bytes(archive, "session", restart.session);
   fields::write_int(archive, "ranks", static_cast<int64_t>(restart.rank_buffers.size()));
@@ -128,6 +131,15 @@ TrainerRestart decode_restart(const char* data, std::size_t size) {
       restart.calibration = fields::read_bytes(archive, "calibration", kWhat);
     } catch (const std::runtime_error&) {
       restart.calibration.clear();
+    }
+    try {
+      c.learned_labels = fields::read_int(archive, "trainer/learned_labels", kWhat);
+      c.largest_learned_force = fields::read_double(archive, "trainer/largest_learned_force", kWhat);
+      c.refused_labels_in_row = fields::read_int(archive, "trainer/refused_labels_in_row", kWhat);
+    } catch (const std::runtime_error&) {
+      c.learned_labels = 0;
+      c.largest_learned_force = 0.0;
+      c.refused_labels_in_row = 0;
     }
     restart.session = fields::read_bytes(archive, "session", kWhat);
     const int64_t ranks = fields::read_int(archive, "ranks", kWhat);

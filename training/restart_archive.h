@@ -35,6 +35,11 @@ struct TrainerCounters {
   // The fraction of that label's atoms whose force error exceeded the 90% bound the calibration
   // predicted before it (-1: no calibration yet).
   double label_atoms_above_bound = -1.0;
+  // The outlier guard (TrainerSettings::outlier_factor): labels learned, the largest force
+  // component among them, and labels refused in a row.
+  int64_t learned_labels = 0;
+  double largest_learned_force = 0.0;
+  int64_t refused_labels_in_row = 0;
 };
 
 struct TrainerRestart {

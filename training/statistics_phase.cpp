@@ -1,5 +1,7 @@
 #include "statistics_phase.h"
 
+#include <algorithm>
+#include <cmath>
 #include <string>
 
 #include "archive_fields.h"
@@ -7,8 +9,21 @@
 
 namespace otf {
 
-StatisticsPhase::StatisticsPhase(int64_t frames_needed, bool already_frozen) :
-    frames_needed_(frames_needed), ready_(frames_needed == 0 || already_frozen) {}
+double StatisticsPhase::representative_limit(double atoms) {
+  // The mean square over n atoms scatters by about sqrt(2 / n) of itself; two of that on top.
+  const double noise = 2.0 * std::sqrt(2.0 / std::max(atoms, 1.0));
+  return std::sqrt(kRepresentativeSpread * kRepresentativeSpread + noise);
+}
+
+int64_t StatisticsPhase::default_max_frames(int64_t frames_needed) {
+  return std::max(kMaxFramesFactor * frames_needed, kMinFrameLimit);
+}
+
+StatisticsPhase::StatisticsPhase(int64_t frames_needed, bool already_frozen, int64_t max_frames) :
+    frames_needed_(frames_needed),
+    max_frames_(std::max(max_frames > 0 ? max_frames : default_max_frames(frames_needed),
+                         frames_needed)),
+    ready_(frames_needed == 0 || already_frozen) {}
 
 void StatisticsPhase::add_frame(Potential& potential, const NeighborGraph& graph,
                                 double frame_energy, Communicator& communicator) {
@@ -22,10 +37,15 @@ void StatisticsPhase::add_frame(Potential& potential, const NeighborGraph& graph
   moments.sum = moments.sum.to(torch::kFloat64).cpu().contiguous();
   moments.sum_sq = moments.sum_sq.to(torch::kFloat64).cpu().contiguous();
   communicator.all_reduce_sum({moments.count, moments.sum, moments.sum_sq});
+  last_spread_ratio_ = energies_.empty() ? 0.0 : potential.descriptor_spread_ratio(moments);
+  last_limit_ = representative_limit(moments.count.sum().item<double>());
   potential.accumulate_descriptor_statistics(moments);
   counts_.push_back(moments.count.clone());
   energies_.push_back(frame_energy);
-  if (static_cast<int64_t>(energies_.size()) < frames_needed_) return;
+  const int64_t seen = frames();
+  if (seen < frames_needed_) return;
+  const bool representative = seen > 1 && last_spread_ratio_ <= last_limit_;
+  if (!representative && seen < max_frames_) return;
   torch::NoGradGuard no_grad;
   if (!potential.energy_shifts_fitted())
     potential.fit_energy_shifts(torch::stack(counts_), torch::tensor(energies_, torch::kFloat64));
@@ -35,7 +55,7 @@ void StatisticsPhase::add_frame(Potential& potential, const NeighborGraph& graph
 
 void StatisticsPhase::save(torch::serialize::OutputArchive& archive) const {
   archive_fields::write_int(archive, "statistics/ready", ready_ ? 1 : 0);
-  archive_fields::write_int(archive, "statistics/frames", static_cast<int64_t>(energies_.size()));
+  archive_fields::write_int(archive, "statistics/frames", frames());
   if (energies_.empty()) return;
   archive.write("statistics/counts", torch::stack(counts_));
   archive.write("statistics/energies", torch::tensor(energies_, torch::kFloat64));

@@ -282,6 +282,12 @@ const std::shared_ptr<Potential> &TrainingSession::potential() const
   return impl_->potential;
 }
 
+StatisticsSummary TrainingSession::statistics_summary() const
+{
+  const StatisticsPhase &phase = *impl_->statistics;
+  return {phase.frames(), phase.frames_needed(), phase.last_spread_ratio(), phase.last_limit()};
+}
+
 void TrainingSession::add_frame(const FramePart &frame)
 {
   Impl &s = *impl_;

@@ -83,6 +83,13 @@ struct TrainingReport {
   bool validated = false;
 };
 
+struct StatisticsSummary {
+  int64_t frames = 0;
+  int64_t frames_asked = 0;
+  double last_spread_ratio = 0.0;
+  double last_limit = 0.0;    // what that was compared with
+};
+
 // The committee's spread on one frame, summed over the ranks.
 struct CommitteeSpread {
   double max_force_spread = 0.0;          // largest per-atom force deviation
@@ -127,6 +134,9 @@ class TrainingSession {
   // The model being trained (the pair style's, shared).
   const std::shared_ptr<Potential> &potential() const;
   bool statistics_ready() const;
+  // Frames the descriptor statistics came from, the frames asked for (stats_frames), and how
+  // much wider than those before it the last one spread (StatisticsPhase).
+  StatisticsSummary statistics_summary() const;
   // Rank-local FNV-1a hash of every parameter and buffer of the model (replica check).
   uint64_t weights_hash() const;
   // Rank-local: writes the model atomically (call on one rank): the EMA weights when EMA is on

@@ -5,17 +5,20 @@
   and what to change; the model file it would have overwritten keeps its bytes;
 * from a perfect lattice (features exactly zero by symmetry) with lr 0 the model's energy stays
   near the crystal's (it went from -25 to -2220 eV in 3 steps before the statistics floor);
-* from a perfect lattice at 300 K and 600 K a 2000-step run trains (the main example's keywords):
-  held-out force RMSE against SW below 0.1 eV/A and no non-finite thermo value.
+* from a perfect lattice, statistics_frames 4 with every 1 (four nearly identical frames): the
+  statistics phase goes on until the descriptors stop widening, and training is normal (before, the
+  loss was about 60 and the validation force RMSE 1.4 eV/A after 200 steps);
+* from a perfect lattice at 300 K and 600 K a 2000-step run with default keywords trains: held-out
+  force RMSE against SW below 0.1 eV/A and no non-finite thermo value.
 """
 import math
+
+import re
 
 from lammps_harness import expect, main, run_lammps
 
 SPEC = ('{"elements": ["Si"], "cutoff": 5.0, "units": "metal", "committee_size": 4, '
         '"dtype": "float32", "seed": 11, "hyperparameters": {"hidden": [32, 32]}}')
-EXAMPLE = ("every 5 steps_per_frame 2 batch 4 lr 3e-3 drive auto thresholds 0.06 0.3 0.8 "
-           "check_every 10")
 
 
 def silicon(ctx, model, fix, *, temperature, steps, extra=""):
@@ -80,6 +83,22 @@ def test(ctx):
     expect(all(-400.0 < e < -150.0 for e in energies),
            f"the model's energy ran away from the crystal's (about -277 eV): {energies}")
 
+    # A perfect lattice, statistics from "the first 4 frames" one step apart.
+    result = run_lammps(ctx, silicon(ctx, spec, "every 1 stats_frames 4 drive reference",
+                                     temperature=600, steps=200), name="in.perfect-every1")
+    frozen = re.findall(r"^fix otf/train: step (\d+): descriptor statistics and energy shifts from "
+                        r"(\d+) labelled frames \(stats_frames 4, and on until the descriptors "
+                        r"stopped widening", result.log, re.MULTILINE)
+    last = result.thermo[0][-1]
+    print(f"perfect lattice, every 1 stats_frames 4: statistics {frozen}; at step 200 loss "
+          f"{last['f_train[1]']:.4g}, validation force RMSE {last['f_train[3]']:.4g} eV/A")
+    expect(len(frozen) == 1 and int(frozen[0][1]) > 8,
+           f"the statistics phase did not go on past 4 nearly identical frames: {frozen}")
+    expect(finite_thermo(result), "non-finite thermo value (every 1 stats_frames 4)")
+    expect(last["f_train[1]"] < 3.0 and last["f_train[3]"] < 0.3,
+           f"training from unrepresentative statistics: loss {last['f_train[1]']}, validation "
+           f"force RMSE {last['f_train[3]']}")
+
     for temperature in (300, 600):
         model = ctx.workdir / f"crystal-{temperature}.otf"
         heldout, predicted = (ctx.workdir / f"heldout-{temperature}.dump",
@@ -92,7 +111,7 @@ def test(ctx):
                  f"dump m all custom 1 {predicted} id fx fy fz\n"
                  f"dump_modify m sort id format float %.10g\n"
                  f"rerun {heldout} dump x y z box yes\n")
-        result = run_lammps(ctx, silicon(ctx, spec, f"{EXAMPLE} save {model}",
+        result = run_lammps(ctx, silicon(ctx, spec, f"save {model}",
                                          temperature=temperature, steps=2000, extra=extra),
                             name=f"in.crystal-{temperature}")
         reference, learned = forces(heldout), forces(predicted)

@@ -1,7 +1,8 @@
 """fix otf/train accepts every spelling of the three precisions and rejects anything else (fp64,
 float64, fp8) with a LAMMPS error listing the accepted values; an unknown keyword, a missing
-pair_style otf, a bad drive value, drive auto without thresholds, bad learning-rate schedules,
-accumulation and EMA values are clean errors too, never crashes.
+pair_style otf, a bad drive value, a bad outlier_factor, bad learning-rate schedules,
+accumulation and EMA values are clean errors too, never crashes; drive auto without accuracy or
+thresholds (and no drive at all) runs with the default accuracy.
 """
 from lammps_harness import expect, main
 from pair_otf_common import ARGON_LJ_REFERENCE, expect_fix_error as expect_error, run_fix, write_argon_spec
@@ -26,8 +27,14 @@ def test(ctx):
                  "unknown keyword 'speed'", "expected one of: precision, every", spec=spec)
     expect_error(ctx, "drive-unknown", f"{ARGON_LJ_REFERENCE} drive both",
                  "unknown drive 'both'", "reference, model or auto", spec=spec)
-    expect_error(ctx, "auto-without-thresholds", f"{ARGON_LJ_REFERENCE} drive auto",
-                 "drive auto needs accuracy", spec=spec)
+    # drive auto, and no drive at all, take the default accuracy (metal units here).
+    for label, keywords in (("auto-default", "drive auto"), ("no-drive", "")):
+        result = run_fix(ctx, label, f"{ARGON_LJ_REFERENCE} {keywords}", spec=spec)
+        expect(result.returncode == 0 and "drive auto accuracy 0.05 0.002 (the default accuracy in "
+               "units metal)" in result.log, f"{label}: no default accuracy:\n{result.log[-1500:]}")
+    print("drive auto and no drive: drive auto accuracy 0.05 0.002, the default in metal units")
+    expect_error(ctx, "outlier-factor", f"{ARGON_LJ_REFERENCE} outlier_factor 1.5",
+                 "outlier_factor must be 0 (off) or at least 2", spec=spec)
     expect_error(ctx, "thresholds-without-auto",
                  f"{ARGON_LJ_REFERENCE} drive model thresholds 0.1 0.2 0.5",
                  "apply to drive auto only", spec=spec)

@@ -295,5 +295,30 @@ TEST(OnTheFlyPolicy, AFixedModeGivenAgainKeepsItsOwnDriver) {
   EXPECT_EQ(policy.state().last_labelled_step, 40);
 }
 
+TEST(OnTheFlyPolicy, TheDefaultAccuracyIsFiftyMeVPerAngstromAndTwoMeVPerAtomInAnyUnits) {
+  PolicySettings metal;
+  metal.mode = DriveMode::Auto;
+  set_default_accuracy(metal, "metal");
+  EXPECT_DOUBLE_EQ(metal.target_force_error, 0.05);
+  EXPECT_DOUBLE_EQ(metal.target_energy_error, 0.002);
+  EXPECT_NO_THROW(check_policy_settings(metal));
+  PolicySettings real;
+  set_default_accuracy(real, "real");    // kcal/mol: 1 eV = 23.0605 kcal/mol
+  EXPECT_NEAR(real.target_force_error, 0.05 * 23.0605, 1e-3);
+  EXPECT_NEAR(real.target_energy_error, 0.002 * 23.0605, 1e-4);
+  PolicySettings electron;
+  set_default_accuracy(electron, "electron");    // Hartree/Bohr and Hartree
+  EXPECT_NEAR(electron.target_force_error, 0.05 / 27.211386 * 0.529177, 1e-7);
+  PolicySettings lj;
+  try {
+    set_default_accuracy(lj, "lj");
+    FAIL() << "lj has no default accuracy";
+  } catch (const std::invalid_argument& error) {
+    EXPECT_NE(std::string(error.what()).find("units lj have no physical scale"), std::string::npos)
+        << error.what();
+    EXPECT_NE(std::string(error.what()).find("accuracy <force> <energy>"), std::string::npos);
+  }
+}
+
 }  // namespace
 }  // namespace otf

@@ -17,6 +17,8 @@
 #include "learning_log.h"
 
 #include <fstream>
+#include <limits>
+#include <map>
 #include <sstream>
 #include "restart_archive.h"
 #include "training_test_support.h"
@@ -36,28 +38,38 @@ TrainerSettings base_settings() {
   return settings;
 }
 
-// A reference that gives up (as an i-PI client does once its retries are spent) on some steps.
+// A reference that gives up (as an i-PI client does once its retries are spent) on some steps,
+// and on others answers with its forces multiplied by a factor (NaN: NaN forces), as a reference
+// does on a configuration with atoms pushed into each other.
 class FailingReference : public Reference {
  public:
-  FailingReference(Reference& inner, std::set<int64_t> failing_steps) :
-      inner_(inner), failing_steps_(std::move(failing_steps)) {}
+  FailingReference(Reference& inner, std::set<int64_t> failing_steps,
+                   std::map<int64_t, double> force_factors = {}) :
+      inner_(inner), failing_steps_(std::move(failing_steps)),
+      force_factors_(std::move(force_factors)) {}
   std::string description() const override { return "failing (test)"; }
   ReferenceLabel label(const ReferenceConfiguration& configuration, ReferenceUse use) override {
     if (failing_steps_.count(configuration.step) != 0)
       throw ReferenceFailure("client returned NaN forces (test)");
-    return inner_.label(configuration, use);
+    ReferenceLabel label = inner_.label(configuration, use);
+    const auto factor = force_factors_.find(configuration.step);
+    if (factor != force_factors_.end())
+      for (double& f : label.owned_forces) f *= factor->second;
+    return label;
   }
 
  private:
   Reference& inner_;
   std::set<int64_t> failing_steps_;
+  std::map<int64_t, double> force_factors_;
 };
 
 struct TrainerRun {
-  explicit TrainerRun(const TrainerSettings& settings, std::set<int64_t> failing_steps = {}) :
+  explicit TrainerRun(const TrainerSettings& settings, std::set<int64_t> failing_steps = {},
+                      std::map<int64_t, double> force_factors = {}) :
       configurations(argon_configurations(5, kCutoff)),
       reference(&source.current),
-      failing(reference, std::move(failing_steps)),
+      failing(reference, std::move(failing_steps), std::move(force_factors)),
       trainer(argon_model(kCutoff), settings, failing, MPI_COMM_WORLD,
               TrainerMessages{{}, [this](const std::string& line) { warnings.push_back(line); }}) {}
 
@@ -343,17 +355,21 @@ TrainerSettings accuracy_settings(double force_target, double energy_target) {
   settings.policy.target_force_error = force_target;
   settings.policy.target_energy_error = energy_target;
   settings.policy.min_labels = 2;
+  settings.label_steps = 0;    // one round of training per label
   return settings;
 }
 
 TEST(OnTheFlyTrainer, AccuracyCalibratesOnEveryLabelAndHandsOverAfterMinLabels) {
   TrainerRun run(accuracy_settings(1e6, 1e6));
   run.steps(0, 20);
-  // Statistics come from the labels of steps 0 and 2 (stats_frames 2), training starts at step
-  // 2; the labels of steps 4 and 6 are the first two predicted by a trained model.
+  // Statistics come from the labels of steps 0, 2 and 4 (stats_frames 2, and one more: the
+  // 12-atom frame of step 2 spread wider than that of step 0 by more than its sampling noise),
+  // training starts at step 4; the labels of steps 6 and 8 are the first two predicted by a
+  // trained model.
+  EXPECT_EQ(run.trainer.session().statistics_summary().frames, 3);
   EXPECT_EQ(run.trainer.calibration().samples(), 2);
   EXPECT_FALSE(run.trainer.reference_drives());
-  EXPECT_EQ(run.trainer.policy().state().model_driven_steps, 14);   // steps 7-20
+  EXPECT_EQ(run.trainer.policy().state().model_driven_steps, 12);   // steps 9-20
   EXPECT_GE(run.trainer.counters().label_force_error, 0.0);
   EXPECT_GT(run.trainer.calibration().force_scale(), 0.0);
   EXPECT_GT(run.trainer.counters().predicted_force_error, 0.0);
@@ -369,7 +385,7 @@ TEST(OnTheFlyTrainer, AccuracyLabelsWhatIsPredictedAboveTheTarget) {
   run.steps(0, 20);
   EXPECT_TRUE(run.trainer.reference_drives());
   EXPECT_EQ(run.trainer.policy().state().model_driven_steps, 0);
-  EXPECT_EQ(run.trainer.calibration().samples(), 9);   // labels of steps 4, 6, ..., 20
+  EXPECT_EQ(run.trainer.calibration().samples(), 8);   // labels of steps 6, 8, ..., 20
   const double predicted = run.trainer.counters().predicted_force_error;
   EXPECT_GT(predicted, 0.0);
 }
@@ -379,13 +395,13 @@ TEST(OnTheFlyTrainer, LabelStepsTrainUntilTheLabelIsFittedOrTheBudgetIsSpent) {
   settings.label_steps = 5;
   TrainerRun budget(settings);
   budget.steps(0, 6);
-  // Labels at 0, 2, 4, 6; training from the label of step 2 (statistics ready): 3 x 5 steps.
-  EXPECT_EQ(budget.trainer.session().report().optimizer_steps, 15);
+  // Labels at 0, 2, 4, 6; training from the label of step 4 (statistics ready): 2 x 5 steps.
+  EXPECT_EQ(budget.trainer.session().report().optimizer_steps, 10);
   settings = accuracy_settings(1e6, 1e6);                    // fitted at once: one round
   settings.label_steps = 5;
   TrainerRun fitted(settings);
   fitted.steps(0, 6);
-  EXPECT_EQ(fitted.trainer.session().report().optimizer_steps, 3);
+  EXPECT_EQ(fitted.trainer.session().report().optimizer_steps, 2);
 }
 
 TEST(OnTheFlyTrainer, AnAccuracyRunContinuesExactlyFromARestart) {
@@ -408,6 +424,59 @@ TEST(OnTheFlyTrainer, AnAccuracyRunContinuesExactlyFromARestart) {
             uninterrupted.trainer.counters().predicted_force_error);
   EXPECT_EQ(resumed.trainer.policy().state().model_driven_steps,
             uninterrupted.trainer.policy().state().model_driven_steps);
+}
+
+TEST(OnTheFlyTrainer, AnOutlierLabelIsNotLearnedAndThreeInARowStopTheRun) {
+  TrainerSettings settings = base_settings();
+  settings.policy.mode = DriveMode::Model;
+  settings.policy.label_every = 1;
+  // Steps 0-11 are ordinary labels; 12 has forces 1000 x larger (atoms pushed together), 13 NaN
+  // forces, 14 is ordinary again; 16, 17 and 18 are outliers in a row.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  TrainerRun run(settings, {}, {{12, 1000.0}, {13, nan}, {16, 1000.0}, {17, 1000.0}, {18, 1000.0}});
+  run.steps(0, 11);
+  EXPECT_EQ(run.trainer.counters().learned_labels, 12);
+  const int64_t frames = run.trainer.session().report().buffer_frames;
+  const uint64_t weights = run.trainer.session().weights_hash();
+  run.steps(12, 13);
+  EXPECT_EQ(run.trainer.counters().skipped_labels, 2);
+  EXPECT_EQ(run.trainer.session().report().buffer_frames, frames);    // nothing stored
+  EXPECT_EQ(run.trainer.session().weights_hash(), weights);           // nothing learned
+  ASSERT_EQ(run.warnings.size(), 2u);
+  EXPECT_NE(run.warnings[0].find("step 12: label not learned, its largest force component"),
+            std::string::npos) << run.warnings[0];
+  EXPECT_NE(run.warnings[0].find("more than 20 x the largest of the 12 labels learned so far"),
+            std::string::npos) << run.warnings[0];
+  EXPECT_NE(run.warnings[1].find("step 13: label not learned, its energy, forces or virial are "
+                                 "not finite"),
+            std::string::npos) << run.warnings[1];
+  run.steps(14, 15);    // learned again: the count of refusals in a row starts over
+  EXPECT_EQ(run.trainer.counters().refused_labels_in_row, 0);
+  EXPECT_EQ(run.trainer.counters().learned_labels, 14);
+  try {
+    run.steps(16, 18);
+    FAIL() << "three outliers in a row did not stop the run";
+  } catch (const TrainingError& error) {
+    EXPECT_NE(std::string(error.what()).find("step 18: 3 labels in a row were not learned"),
+              std::string::npos) << error.what();
+    EXPECT_NE(std::string(error.what()).find("Stopped before the model learns from them"),
+              std::string::npos) << error.what();
+  }
+}
+
+TEST(OnTheFlyTrainer, TheOutlierGuardWaitsForTenLabelsAndCanBeTurnedOff) {
+  TrainerSettings settings = base_settings();
+  settings.policy.mode = DriveMode::Model;
+  settings.policy.label_every = 1;
+  // The first labels set the scale, whatever it is (a perfect crystal's first forces are zero).
+  TrainerRun early(settings, {}, {{5, 1000.0}});
+  early.steps(0, 11);
+  EXPECT_EQ(early.trainer.counters().skipped_labels, 0);
+  settings.outlier_factor = 0.0;
+  TrainerRun off(settings, {}, {{12, 1000.0}, {13, 1000.0}, {14, 1000.0}});
+  off.steps(0, 14);
+  EXPECT_EQ(off.trainer.counters().skipped_labels, 0);
+  EXPECT_EQ(off.trainer.counters().learned_labels, 15);
 }
 
 TEST(OnTheFlyTrainer, SaveEveryNeedsAFile) {
