@@ -34,6 +34,10 @@ TrainerRestart sample_restart() {
   restart.counters.last_saved_step = 100;
   restart.counters.max_uncertainty = 0.123456789;
   restart.counters.replicas_differ = true;
+  restart.counters.skipped_labels = 3;
+  restart.counters.learned_labels = 41;
+  restart.counters.largest_learned_force = 7.25;
+  restart.counters.refused_labels_in_row = 2;
   restart.session = std::string("\0binary\xff session", 16);
   restart.rank_buffers = {std::string("rank 0 \0 part", 13), std::string()};
   return restart;
@@ -64,6 +68,10 @@ TEST(RestartArchive, RoundTripKeepsEveryField) {
   EXPECT_EQ(back.counters.last_saved_step, 100);
   EXPECT_EQ(back.counters.max_uncertainty, 0.123456789);
   EXPECT_TRUE(back.counters.replicas_differ);
+  EXPECT_EQ(back.counters.skipped_labels, 3);
+  EXPECT_EQ(back.counters.learned_labels, 41);
+  EXPECT_EQ(back.counters.largest_learned_force, 7.25);
+  EXPECT_EQ(back.counters.refused_labels_in_row, 2);
   EXPECT_EQ(back.session, restart.session);
   EXPECT_EQ(back.rank_buffers, restart.rank_buffers);
 }
