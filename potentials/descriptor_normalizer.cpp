@@ -63,23 +63,30 @@ void DescriptorNormalizer::accumulate(const DescriptorMoments& moments) {
   update_mean_and_scale();
 }
 
-std::pair<torch::Tensor, torch::Tensor> DescriptorNormalizer::running_mean_and_scale() const {
+DescriptorNormalizer::RunningMoments DescriptorNormalizer::running_moments() const {
   const torch::Tensor count = count_.clamp_min(1.0).unsqueeze(-1);
-  const torch::Tensor mean = sum_ / count;
-  const torch::Tensor mean_square = sum_sq_ / count;
-  const torch::Tensor variance = (mean_square - mean * mean).clamp_min(0.0);
-  const torch::Tensor species_rms = mean_square.mean(-1, /*keepdim=*/true).sqrt();
-  const torch::Tensor own_floor = kRelativeScaleFloor * mean_square.sqrt() + kAbsoluteScaleFloor;
-  const torch::Tensor degenerate = mean_square.sqrt() <= kDegenerateFeature * species_rms;
+  RunningMoments m;
+  m.mean = sum_ / count;
+  m.mean_square = sum_sq_ / count;
+  m.variance = (m.mean_square - m.mean * m.mean).clamp_min(0.0);
+  m.species_rms = m.mean_square.mean(-1, /*keepdim=*/true).sqrt();
+  return m;
+}
+
+torch::Tensor DescriptorNormalizer::running_scale(const RunningMoments& m) {
+  const torch::Tensor own_floor = kRelativeScaleFloor * m.mean_square.sqrt() + kAbsoluteScaleFloor;
+  const torch::Tensor degenerate = m.mean_square.sqrt() <= kDegenerateFeature * m.species_rms;
   const torch::Tensor floor =
-      torch::where(degenerate, torch::maximum(own_floor, kSpeciesScaleFloor * species_rms),
+      torch::where(degenerate, torch::maximum(own_floor, kSpeciesScaleFloor * m.species_rms),
                    own_floor);
-  return {mean, (variance + floor * floor).sqrt()};
+  return (m.variance + floor * floor).sqrt();
 }
 
 void DescriptorNormalizer::update_mean_and_scale() {
   const torch::Tensor seen = (count_ > 0).unsqueeze(-1);
-  const auto [mean, scale] = running_mean_and_scale();
+  const RunningMoments running = running_moments();
+  const torch::Tensor& mean = running.mean;
+  const torch::Tensor scale = running_scale(running);
   mean_.copy_(torch::where(seen, mean, torch::zeros_like(mean)));
   inverse_scale_.copy_(torch::where(seen, 1.0 / scale, torch::ones_like(scale)));
 }
@@ -94,12 +101,9 @@ double DescriptorNormalizer::spread_ratio(const DescriptorMoments& frame) const 
   // still nearly identical frames of a perfect crystal look representative. A feature is
   // degenerate below kDegenerateFeature x the species' feature RMS (zero in every frame, as for
   // an element pair absent from the system).
-  const torch::Tensor count = count_.clamp_min(1.0).unsqueeze(-1);
-  const torch::Tensor mean = sum_ / count;
-  const torch::Tensor mean_square = sum_sq_ / count;
-  const torch::Tensor variance = (mean_square - mean * mean).clamp_min(0.0);
-  const torch::Tensor species_rms = mean_square.mean(-1, /*keepdim=*/true).sqrt();
-  const torch::Tensor least = (kDegenerateFeature * species_rms).square() + 1e-300;
+  const RunningMoments running = running_moments();
+  const torch::Tensor& mean = running.mean;
+  const torch::Tensor least = (kDegenerateFeature * running.species_rms).square() + 1e-300;
   const torch::Tensor n = frame_count.clamp_min(1.0).unsqueeze(-1);
   const torch::Tensor sum = frame.sum.to(sum_.options());
   const torch::Tensor sum_sq = frame.sum_sq.to(sum_sq_.options());
@@ -107,7 +111,7 @@ double DescriptorNormalizer::spread_ratio(const DescriptorMoments& frame) const 
   const torch::Tensor deviation = ((sum_sq - 2.0 * mean * sum) / n + mean * mean).clamp_min(0.0);
   const torch::Tensor ratios =
       (torch::where(deviation <= least, torch::zeros_like(deviation),
-                    deviation / torch::maximum(variance, least)))
+                    deviation / torch::maximum(running.variance, least)))
           .index({in_frame});
   return std::sqrt(ratios.mean().item<double>());
 }

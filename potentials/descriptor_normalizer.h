@@ -6,7 +6,6 @@
 #include <torch/torch.h>
 
 #include <cstdint>
-#include <utility>
 
 #include "potential.h"
 
@@ -36,8 +35,14 @@ class DescriptorNormalizer : public torch::nn::Module {
 
  private:
   void update_mean_and_scale();
-  // Running mean and scale in float64 ([species, features]), from the sums.
-  std::pair<torch::Tensor, torch::Tensor> running_mean_and_scale() const;
+  // From the running sums, float64 [species, features] (species_rms: [species, 1], the root mean
+  // square of all the species' features).
+  struct RunningMoments {
+    torch::Tensor mean, mean_square, variance, species_rms;
+  };
+  RunningMoments running_moments() const;
+  // The standardisation scale: the spread with its floors.
+  static torch::Tensor running_scale(const RunningMoments& moments);
 
   torch::Tensor count_, sum_, sum_sq_;  // float64 running sums
   torch::Tensor mean_, inverse_scale_;  // [species, features], the model's parameter dtype

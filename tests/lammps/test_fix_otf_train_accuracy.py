@@ -108,21 +108,17 @@ def test(ctx):
     expect(runs[1] == runs[2], f"1 and 2 ranks differ (labels, hand-overs, take-overs, calls):"
                                f"\n{runs[1]}\n{runs[2]}")
     print("1 and 2 ranks: the same label steps, hand-overs, take-overs and calls")
-    expect_error(ctx, spec, "both-policies",
-                 "drive auto accuracy 0.05 0.002 thresholds 0.1 0.2 0.5", "not both")
-    expect_error(ctx, spec, "accuracy-zero", "drive auto accuracy 0 0.002",
-                 "accuracy <force> must be a finite number")
-    expect_error(ctx, spec, "accuracy-missing", "drive auto accuracy 0.05",
-                 "accuracy")
-    expect_error(ctx, spec, "take-over-small", "drive auto accuracy 0.05 0.002 take_over 1.5",
-                 "take_over must be a finite number in (2")
-    expect_error(ctx, spec, "min-labels-zero", "drive auto accuracy 0.05 0.002 min_labels 0",
-                 "min_labels")
+    for label, keywords, message in (
+            ("both-policies", "accuracy 0.05 0.002 thresholds 0.1 0.2 0.5", "not both"),
+            ("accuracy-zero", "accuracy 0 0.002", "accuracy <force> must be a finite number"),
+            ("accuracy-missing", "accuracy 0.05", "accuracy"),
+            ("take-over-small", "accuracy 0.05 0.002 take_over 1.5",
+             "take_over must be a finite number in (2"),
+            ("min-labels-zero", "accuracy 0.05 0.002 min_labels 0", "min_labels"),
+            ("label-steps-negative", "accuracy 0.05 0.002 label_steps -1", "label_steps")):
+        expect_error(ctx, spec, label, f"drive auto {keywords}", message)
     expect_error(ctx, spec, "accuracy-without-auto", "drive model accuracy 0.05 0.002",
                  "apply to drive auto only")
-    expect_error(ctx, spec, "label-steps-negative", "drive auto accuracy 0.05 0.002 label_steps -1",
-                 "label_steps")
-
 
 if __name__ == "__main__":
     main(test)
