@@ -81,6 +81,9 @@ endif()
 
 add_library(otf_lammps INTERFACE)
 target_include_directories(otf_lammps SYSTEM INTERFACE ${_otf_lammps_include_dirs})
-target_compile_definitions(otf_lammps INTERFACE ${_otf_lammps_definitions})
+# The real release, for otf_lammps_compat.h (OTF_LAMMPS_VERSION_ID is what a plugin claims; the
+# tests build one claiming another release).
+target_compile_definitions(otf_lammps INTERFACE ${_otf_lammps_definitions}
+  OTF_LAMMPS_API_VERSION=${OTF_LAMMPS_VERSION_ID})
 target_link_libraries(otf_lammps INTERFACE MPI::MPI_CXX)
 message(STATUS "OTF-Torch: LAMMPS ${OTF_LAMMPS_VERSION} (${OTF_LAMMPS_VERSION_ID}) at ${LAMMPS_ROOT}, definitions: ${_otf_lammps_definitions}, pair_style otf/kk: ${OTF_LAMMPS_HAS_KOKKOS}")

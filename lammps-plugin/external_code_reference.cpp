@@ -16,7 +16,8 @@ ExternalCodeReference::ExternalCodeReference(LAMMPS *lmp, std::unique_ptr<otf::R
 {
 }
 
-ExternalCodeReference::~ExternalCodeReference() = default;
+// Not "= default": C++17 refuses a defaulted destructor whose noexcept differs from the implicit one.
+ExternalCodeReference::~ExternalCodeReference() noexcept {}
 
 std::string ExternalCodeReference::description() const
 {

@@ -20,7 +20,8 @@ namespace LAMMPS_NS {
 class ExternalCodeReference : public otf::Reference, protected Pointers {
  public:
   ExternalCodeReference(class LAMMPS *lmp, std::unique_ptr<otf::Reference> code);
-  ~ExternalCodeReference() override;
+  // noexcept as otf::Reference's; LAMMPS' Pointers declares noexcept(false) (4 Feb 2025 does).
+  ~ExternalCodeReference() noexcept override;
 
   std::string description() const override;
   // With `use` Drive, the owned atoms' forces become the label's (LAMMPS' f after the reverse

@@ -11,6 +11,7 @@
 #include "compute_otf_atom.h"
 #include "fix_otf_train.h"
 #include "otf_info.h"
+#include "otf_lammps_compat.h"
 #include "pair_otf.h"
 #ifdef OTF_WITH_KOKKOS
 #include "pair_otf_kokkos_factory.h"
@@ -71,11 +72,7 @@ std::string incompatibility_with_host(void *lmp_handle)
   }
 
   const auto has_exceptions = lookup_c_api<HasExceptionsFunction>("lammps_config_has_exceptions");
-#if defined(LAMMPS_EXCEPTIONS)
-  const bool built_with_exceptions = true;
-#else
-  const bool built_with_exceptions = false;
-#endif
+  constexpr bool built_with_exceptions = otf_compat::built_with_lammps_exceptions();
   if (has_exceptions && (has_exceptions() != 0) != built_with_exceptions)
     return std::string("it was built ") + (built_with_exceptions ? "with" : "without") +
         " LAMMPS_EXCEPTIONS but this LAMMPS was not";

@@ -297,7 +297,7 @@ void PairOTF::compute(int eflag, int vflag)
 
   evaluate_listed_centres(md_atoms(atom), md_neighbor_list(list), atom->f[0],
                           eflag_atom ? eatom : nullptr, vflag_atom ? vatom[0] : nullptr);
-  if (!force->newton) comm->reverse_comm_pair(this);
+  if (!force->newton) otf_compat::reverse_comm_pair(comm, this);
 }
 
 /* ---------------------------------------------------------------------- */

@@ -13,6 +13,7 @@
 ------------------------------------------------------------------------- */
 
 #include "pair_otf_kokkos.h"
+#include "otf_lammps_compat.h"
 
 #include "model_session.h"
 
@@ -112,13 +113,10 @@ template <class DeviceType> void PairOTFKokkos<DeviceType>::init_style()
   PairOTF::init_style();
 
   // The request PairOTF made: a full list of the owned atoms, as a Kokkos list of this space.
-  NeighRequest *request = neighbor->requests[neighbor->nrequest - 1];
-  request->kokkos_host =
-      std::is_same<DeviceType, LMPHostType>::value && !std::is_same<DeviceType, LMPDeviceType>::value;
-  request->kokkos_device = std::is_same<DeviceType, LMPDeviceType>::value;
-  request->half = 0;
-  request->full = 1;
-  request->ghost = 0;
+  otf_compat::make_kokkos_list(
+      otf_compat::last_request(neighbor),
+      std::is_same<DeviceType, LMPHostType>::value && !std::is_same<DeviceType, LMPDeviceType>::value,
+      std::is_same<DeviceType, LMPDeviceType>::value);
 }
 
 /* ---------------------------------------------------------------------- */

@@ -43,7 +43,8 @@ PairStyleReference::PairStyleReference(LAMMPS *lmp, std::vector<std::string> sty
   });
 }
 
-PairStyleReference::~PairStyleReference() = default;
+// Not "= default": C++17 refuses a defaulted destructor whose noexcept differs from the implicit one.
+PairStyleReference::~PairStyleReference() noexcept {}
 
 std::string PairStyleReference::description() const
 {

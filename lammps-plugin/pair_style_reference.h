@@ -24,7 +24,8 @@ class PairStyleReference : public otf::Reference, protected Pointers {
   // words. Creates the style (LAMMPS errors for unknown styles or bad coefficients).
   PairStyleReference(class LAMMPS *lmp, std::vector<std::string> style_words,
                      std::vector<std::vector<std::string>> coeff_lines);
-  ~PairStyleReference() override;
+  // noexcept as otf::Reference's; LAMMPS' Pointers declares noexcept(false) (4 Feb 2025 does).
+  ~PairStyleReference() noexcept override;
 
   std::string description() const override;
   // On the host arrays: f is set aside, the style computes energy, forces and virial from zero

@@ -1,16 +1,39 @@
 #!/usr/bin/env bash
-# Builds Debian's LAMMPS source package (29Sep2021 update 2) with the packages OTF-Torch needs and
-# installs lmp, liblammps, the LAMMPS headers and its CMake package into a cache folder outside the
-# repository whose name encodes the configuration. A finished build is reused in seconds.
-# Prints the install prefix on its last line.
+# Builds the LAMMPS release that OTF_LAMMPS names (scripts/lammps-config.sh: 2021, 2025 or 2026) from
+# Debian's source with the packages OTF-Torch needs, and installs lmp, liblammps, the LAMMPS headers
+# and its CMake package into a cache folder outside the repository whose name encodes the
+# configuration. A finished build is reused in seconds. Prints the install prefix on its last line.
 set -euo pipefail
 OTF_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=lammps-config.sh
 source "$OTF_ROOT/scripts/lammps-config.sh"
 
 cache_root=${OTF_TORCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/otf-torch}
-prefix="$cache_root/$(lammps_config_key)"
+export OTF_TORCH_CACHE=$cache_root
 jobs=${OTF_BUILD_JOBS:-$(nproc)}
+log() { echo "LAMMPS: $*" >&2; }
+
+# The Kokkos of its KOKKOS package first: it is part of the configuration.
+kokkos_prefix="" kokkos_options=()
+case "$LAMMPS_KOKKOS" in
+  none) ;;
+  debian)
+    kokkos_prefix=/usr
+    kokkos_options=(-D CMAKE_PROJECT_INCLUDE="$OTF_ROOT/cmake/FixDebianKokkos.cmake") ;;
+  *)
+    status=0
+    kokkos_prefix=$("$OTF_ROOT/scripts/build-kokkos.sh" "$LAMMPS_KOKKOS" | tail -n 1) || status=$?
+    if ((status == 3)); then
+      kokkos_prefix=""
+      log "building LAMMPS $LAMMPS_EXPECTED_VERSION WITHOUT its KOKKOS package (no Kokkos $LAMMPS_KOKKOS source): pair_style otf/kk is left out"
+    elif ((status != 0)); then
+      exit "$status"
+    else
+      kokkos_options=(-D Kokkos_DIR="$kokkos_prefix/lib/cmake/Kokkos")
+    fi ;;
+esac
+prefix="$cache_root/$(lammps_config_key "$kokkos_prefix")"
+if [[ -n $kokkos_prefix ]]; then lammps_enable_kokkos; fi
 
 if [[ -f "$prefix/.complete" ]]; then
   echo "LAMMPS: reusing $prefix" >&2
@@ -18,24 +41,41 @@ if [[ -f "$prefix/.complete" ]]; then
   exit 0
 fi
 
-log() { echo "LAMMPS: $*" >&2; }
 work="$prefix.work"
 rm -rf "$work"
 mkdir -p "$work"
 
-log "fetching Debian's source package into $work"
-(cd "$work" && apt-get source -qq lammps >&2)
-src=$(find "$work" -mindepth 1 -maxdepth 1 -type d -name 'lammps-*' | head -n 1)
-[[ -n $src && -f $src/src/version.h ]] || { log "apt-get source lammps gave no source tree"; exit 1; }
+case "$LAMMPS_SOURCE" in
+  apt:*)
+    log "fetching Debian's source package into $work"
+    (cd "$work" && apt-get source -qq "${LAMMPS_SOURCE#apt:}" >&2) ;;
+  pool:*)
+    IFS=: read -r _ tarball checksum <<<"$LAMMPS_SOURCE"
+    sources="$cache_root/sources"
+    mkdir -p "$sources"
+    if ! echo "$checksum  $sources/$tarball" | sha256sum --check --status 2>/dev/null; then
+      log "downloading $tarball from Debian's pool"
+      curl -fsSL --retry 3 -o "$sources/$tarball.part" "http://deb.debian.org/debian/pool/main/l/lammps/$tarball"
+      echo "$checksum  $sources/$tarball.part" | sha256sum --check --status ||
+        { log "$tarball does not match the sha256 of Debian's Sources index"; exit 1; }
+      mv "$sources/$tarball.part" "$sources/$tarball"
+    fi
+    # 4 Feb 2025 unpacks into lammps-4Feb2025/, 4 Jul 2026 into the current folder.
+    mkdir -p "$work/lammps-source"
+    tar -xf "$sources/$tarball" -C "$work/lammps-source" ;;
+esac
+version_header=$(find "$work" -maxdepth 4 -path '*/src/version.h' | head -n 1)
+src=${version_header%/src/version.h}
+[[ -n $src && -f $src/src/version.h ]] || { log "the source $LAMMPS_SOURCE gave no source tree"; exit 1; }
 grep -q "\"$LAMMPS_EXPECTED_VERSION\"" "$src/src/version.h" &&
-  grep -q "\"$LAMMPS_EXPECTED_UPDATE\"" "$src/src/version.h" || {
+  { [[ -z $LAMMPS_EXPECTED_UPDATE ]] || grep -q "\"$LAMMPS_EXPECTED_UPDATE\"" "$src/src/version.h"; } || {
   log "expected LAMMPS $LAMMPS_EXPECTED_VERSION $LAMMPS_EXPECTED_UPDATE, found: $(grep -h '#define' "$src/src/version.h" | tr '\n' ' ')"
   exit 1
 }
 
-for patch_file in "$OTF_ROOT"/scripts/lammps-patches/*.patch; do
-  log "applying $(basename "$patch_file")"
-  patch -d "$src" -p1 --quiet <"$patch_file"
+for patch_name in "${LAMMPS_PATCHES[@]}"; do
+  log "applying $patch_name"
+  patch -d "$src" -p1 --quiet <"$OTF_ROOT/scripts/lammps-patches/$patch_name"
 done
 
 package_flags=()
@@ -44,11 +84,10 @@ for p in "${LAMMPS_PACKAGES[@]}"; do package_flags+=(-D "PKG_$p=on"); done
 log "configuring (packages: ${LAMMPS_PACKAGES[*]})"
 cmake -S "$src/cmake" -B "$work/build" -G "Unix Makefiles" \
   -D CMAKE_INSTALL_PREFIX="$prefix" -D CMAKE_INSTALL_LIBDIR=lib -D CMAKE_INSTALL_RPATH="$prefix/lib" \
-  -D CMAKE_PROJECT_INCLUDE="$OTF_ROOT/cmake/FixDebianKokkos.cmake" \
-  "${LAMMPS_CMAKE_OPTIONS[@]}" "${package_flags[@]}" >"$work/configure.log" 2>&1 ||
+  "${kokkos_options[@]}" "${LAMMPS_CMAKE_OPTIONS[@]}" "${package_flags[@]}" >"$work/configure.log" 2>&1 ||
   { tail -n 40 "$work/configure.log" >&2; log "configure failed, full log: $work/configure.log"; exit 1; }
 
-log "building with $jobs jobs (about 5 minutes on 2 cores)"
+log "building LAMMPS $LAMMPS_EXPECTED_VERSION with $jobs jobs (5 to 10 minutes on 2 cores)"
 cmake --build "$work/build" --parallel "$jobs" >"$work/build.log" 2>&1 ||
   { grep -m 20 -B2 -A8 'error' "$work/build.log" >&2 || tail -n 40 "$work/build.log" >&2
     log "build failed, full log: $work/build.log"; exit 1; }
@@ -59,6 +98,9 @@ cmake --install "$work/build" >"$work/install.log" 2>&1
 mkdir -p "$prefix/include/lammps"
 cp "$src"/src/*.h "$prefix/include/lammps/"
 cp -r "$src/src/fmt" "$prefix/include/lammps/fmt"    # utils.h and error.h use the bundled {fmt}
+# From 2026 atom.h includes LAMMPS' own JSON (namespace nlohmann_lmp, refusing direct inclusion):
+# plugin sources that see LAMMPS' headers must not include Debian's <nlohmann/json.hpp>.
+if [[ -d $src/src/nlohmann ]]; then cp -r "$src/src/nlohmann" "$prefix/include/lammps/nlohmann"; fi
 for p in "${LAMMPS_PACKAGES[@]}"; do
   [[ -d "$src/src/$p" ]] && cp "$src/src/$p"/*.h "$prefix/include/lammps/"
 done
@@ -66,8 +108,10 @@ done
 mkdir -p "$prefix/share/lammps"
 cp -r "$src/potentials" "$prefix/share/lammps/potentials"
 
+# The Kokkos of the KOKKOS package, for the plugin's build (scripts/setup.sh).
+if [[ -n $kokkos_prefix && $kokkos_prefix != /usr ]]; then echo "$kokkos_prefix/lib/cmake/Kokkos" >"$prefix/kokkos-dir.txt"; fi
 "$prefix/bin/lmp" -h >"$prefix/lmp-help.txt"
-for p in PLUGIN KOKKOS; do
+for p in PLUGIN ${kokkos_prefix:+KOKKOS}; do
   grep -qw "$p" "$prefix/lmp-help.txt" || { log "built lmp does not list package $p"; exit 1; }
 done
 rm -rf "$work"

@@ -1,10 +1,19 @@
 #!/usr/bin/env bash
 # One-command set-up of OTF-Torch on Debian 12 (as root, or with sudo):
 #   scripts/setup.sh example   install packages, build LAMMPS (cached), build the plugin, run the main example
-#   scripts/setup.sh test      the same, then run every test (unit and LAMMPS integration) with CTest
+#   scripts/setup.sh test      the same, then run every test (unit and LAMMPS integration) with CTest,
+#                              then the LAMMPS integration tests against each release of OTF_TEST_LAMMPS
 #   scripts/setup.sh build     the same, stopping after the build
+# Configuration (README "Supported versions"):
+#   OTF_CONFIG     current (default): LAMMPS 4 Feb 2025 with KOKKOS (Kokkos 4.6.01) and LibTorch 2.15
+#                  from the PyPI wheel; debian12: LAMMPS 29 Sep 2021, Kokkos 3.4 and LibTorch 1.13,
+#                  all from Debian 12
+#   OTF_LAMMPS     2021 | 2025 | 2026, overrides the configuration's LAMMPS (scripts/lammps-config.sh)
+#   OTF_LIBTORCH   debian | 2.15.0, overrides the configuration's LibTorch (scripts/fetch-libtorch.sh)
+#   OTF_TEST_LAMMPS  releases whose integration tests `test` also runs (default: the two others)
 # Environment: OTF_TORCH_CACHE (cache folder, default ~/.cache/otf-torch), OTF_BUILD_DIR (default build),
-#              OTF_BUILD_JOBS (default: all cores), OTF_CMAKE_ARGS (extra arguments for the project's CMake).
+#              OTF_BUILD_JOBS (default: all cores), OTF_CMAKE_ARGS (extra arguments for the project's CMake),
+#              OTF_KOKKOS_SOURCE (a Kokkos release tarball, see scripts/build-kokkos.sh).
 set -euo pipefail
 OTF_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cd "$OTF_ROOT"
@@ -14,12 +23,28 @@ case "$action" in example|test|build) ;; *) echo "usage: $0 example|test|build" 
 say() { echo "== OTF-Torch setup: $*" >&2; }
 as_root() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
 
+case "${OTF_CONFIG:=current}" in
+  current) default_lammps=2025 default_libtorch=2.15.0 ;;
+  debian12) default_lammps=2021 default_libtorch=debian ;;
+  *) echo "OTF_CONFIG=$OTF_CONFIG: accepted values are current and debian12" >&2; exit 2 ;;
+esac
+export OTF_LAMMPS=${OTF_LAMMPS:-$default_lammps}
+libtorch=${OTF_LIBTORCH:-$default_libtorch}
+case "$libtorch" in debian | 2.*) ;; *)
+  echo "OTF_LIBTORCH=$libtorch: accepted values are debian and a LibTorch 2.x version (2.15.0)" >&2; exit 2 ;;
+esac
+matrix=()
+if [[ $action == test ]]; then
+  read -r -a matrix <<<"${OTF_TEST_LAMMPS-$(printf '%s\n' 2021 2025 2026 | grep -vx "$OTF_LAMMPS" | tr '\n' ' ')}"
+fi
+
 # LibTorch's float32 needs OpenBLAS (the OpenMP variant obeys the per-rank thread count) instead of
 # Debian's reference BLAS; ccache makes a rebuild from a fresh clone fast.
-packages=(build-essential cmake g++ patch dpkg-dev xz-utils python3 ccache
-          libtorch-dev libtrilinos-kokkos-dev libgtest-dev libopenmpi-dev openmpi-bin
+packages=(build-essential cmake g++ patch dpkg-dev xz-utils curl python3 ccache
+          libtrilinos-kokkos-dev libgtest-dev libopenmpi-dev openmpi-bin
           libopenblas0-openmp lammps-data nlohmann-json3-dev procps
           python3-ase python3-matplotlib cp2k cp2k-data)
+[[ $libtorch == debian ]] && packages+=(libtorch-dev)
 missing=()
 for p in "${packages[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -32,11 +57,15 @@ if ((${#missing[@]})); then
   as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# LAMMPS is built from Debian's own source package, which needs deb-src entries.
-source "$OTF_ROOT/scripts/lammps-config.sh"
 cache_root=${OTF_TORCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/otf-torch}
 export OTF_TORCH_CACHE=$cache_root
-if [[ ! -f "$cache_root/$(lammps_config_key)/.complete" ]]; then
+jobs=${OTF_BUILD_JOBS:-$(nproc)}
+export CCACHE_DIR=${CCACHE_DIR:-$cache_root/ccache}
+# Paths relative to the clone, so a fresh clone in another folder (as CI makes) hits the cache.
+export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$OTF_ROOT} CCACHE_NOHASHDIR=1
+
+# LAMMPS 29 Sep 2021 is built from Debian 12's own source package, which needs deb-src entries.
+enable_debian_sources() {
   if ! grep -rqs '^Types:.*deb-src\|^deb-src' /etc/apt/sources.list /etc/apt/sources.list.d/; then
     say "enabling Debian source packages (/etc/apt/sources.list.d/otf-torch-deb-src.sources)"
     as_root tee /etc/apt/sources.list.d/otf-torch-deb-src.sources >/dev/null <<'SRC'
@@ -48,22 +77,44 @@ Signed-By: /usr/share/keyrings/debian-archive-keyring.gpg
 SRC
     apt_updated=0
   fi
-  ((apt_updated)) || as_root apt-get update -qq
-fi
-lammps_prefix=$("$OTF_ROOT/scripts/build-lammps.sh" | tail -n 1)
+  ((apt_updated)) || { as_root apt-get update -qq; apt_updated=1; }
+}
 
+# Builds (or reuses) the LAMMPS release $1; prints its install prefix.
+lammps_prefix_for() {
+  local release=$1
+  if [[ $release == 2021 && ! -f $cache_root/$(OTF_LAMMPS=2021 && source "$OTF_ROOT/scripts/lammps-config.sh" &&
+                                                lammps_config_key /usr)/.complete ]]; then
+    enable_debian_sources
+  fi
+  OTF_LAMMPS=$release "$OTF_ROOT/scripts/build-lammps.sh" | tail -n 1
+}
+
+torch_args=()
+if [[ $libtorch != debian ]]; then
+  torch_prefix=$("$OTF_ROOT/scripts/fetch-libtorch.sh" "$libtorch" | tail -n 1)
+  torch_args=(-DTorch_DIR="$torch_prefix/share/cmake/Torch")
+fi
+
+# Configures and builds OTF-Torch in $2 against the LAMMPS at $1 (extra CMake arguments follow).
+build_otf() {
+  local lammps_prefix=$1 build_dir=$2
+  shift 2
+  local kokkos_args=()
+  # The Kokkos that LAMMPS was built with (build-lammps.sh records it), else Debian's.
+  if [[ -s $lammps_prefix/kokkos-dir.txt ]]; then kokkos_args=(-DKokkos_DIR="$(cat "$lammps_prefix/kokkos-dir.txt")"); fi
+  mkdir -p "$build_dir"
+  say "building OTF-Torch in $build_dir against $lammps_prefix (LibTorch: $libtorch)"
+  # shellcheck disable=SC2086
+  cmake -S "$OTF_ROOT" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DLAMMPS_ROOT="$lammps_prefix" \
+    -DCMAKE_CXX_COMPILER_LAUNCHER=ccache "${torch_args[@]}" "${kokkos_args[@]}" "$@" ${OTF_CMAKE_ARGS:-} \
+    >"$build_dir/configure.log" 2>&1 || { cat "$build_dir/configure.log" >&2; exit 1; }
+  cmake --build "$build_dir" --parallel "$jobs"
+}
+
+lammps_prefix=$(lammps_prefix_for "$OTF_LAMMPS")
 build_dir=${OTF_BUILD_DIR:-$OTF_ROOT/build}
-jobs=${OTF_BUILD_JOBS:-$(nproc)}
-export CCACHE_DIR=${CCACHE_DIR:-$cache_root/ccache}
-# Paths relative to the clone, so a fresh clone in another folder (as CI makes) hits the cache.
-export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$OTF_ROOT} CCACHE_NOHASHDIR=1
-mkdir -p "$build_dir"
-say "building OTF-Torch in $build_dir against $lammps_prefix"
-# shellcheck disable=SC2086
-cmake -S "$OTF_ROOT" -B "$build_dir" -DCMAKE_BUILD_TYPE=Release -DLAMMPS_ROOT="$lammps_prefix" \
-  -DCMAKE_CXX_COMPILER_LAUNCHER=ccache ${OTF_CMAKE_ARGS:-} >"$build_dir/configure.log" 2>&1 ||
-  { cat "$build_dir/configure.log" >&2; exit 1; }
-cmake --build "$build_dir" --parallel "$jobs"
+build_otf "$lammps_prefix" "$build_dir"
 cmake --install "$build_dir" --prefix "$build_dir/install" >/dev/null
 
 case "$action" in
@@ -71,10 +122,19 @@ case "$action" in
     say "running the main example (examples/si-sw: silicon learned from Stillinger-Weber during MD)"
     cd "$OTF_ROOT/examples/si-sw"
     LAMMPS_PLUGIN_PATH="$build_dir/install/lib/lammps/plugins" OMP_NUM_THREADS="${OMP_NUM_THREADS:-$jobs}" \
+      LAMMPS_POTENTIALS="${LAMMPS_POTENTIALS:-$lammps_prefix/share/lammps/potentials}" \
       LMP="$lammps_prefix/bin/lmp" bash run.sh
     ;;
   test)
-    say "running all tests"
-    ctest --test-dir "$build_dir" --output-on-failure --parallel "$jobs"
+    say "running all tests (LAMMPS $OTF_LAMMPS, LibTorch $libtorch)"
+    status=0
+    ctest --test-dir "$build_dir" --output-on-failure --parallel "$jobs" || status=1
+    for release in "${matrix[@]}"; do
+      say "LAMMPS integration tests against LAMMPS $release"
+      other_build="$build_dir-lammps$release"
+      build_otf "$(lammps_prefix_for "$release")" "$other_build" -DOTF_BUILD_UNIT_TESTS=OFF
+      ctest --test-dir "$other_build" -L lammps --output-on-failure --parallel "$jobs" || status=1
+    done
+    exit "$status"
     ;;
 esac

@@ -40,6 +40,9 @@ class Context:
     mpiexec: str
     workdir: Path
     source_dir: Path
+    lammps_version: str = ""        # of the LAMMPS built against, e.g. "4 Feb 2025"
+    lammps_version_id: int = 0      # e.g. 20250204
+    lammps_has_kokkos: bool = False
 
 
 def parse_thermo(log_text):
@@ -80,6 +83,11 @@ def run_lammps(ctx, script, *, np=None, variables=None, args=(), env=None, name=
     run_env = dict(os.environ)
     run_env.setdefault("OMP_NUM_THREADS", "1")
     run_env.pop("LAMMPS_PLUGIN_PATH", None)
+    # Only Debian's own LAMMPS knows where Si.sw is; the others get their source tree's copy
+    # (scripts/build-lammps.sh installs it next to lmp).
+    potentials = Path(ctx.lmp).resolve().parent.parent / "share" / "lammps" / "potentials"
+    if potentials.is_dir():
+        run_env.setdefault("LAMMPS_POTENTIALS", str(potentials))
     run_env.update(env or {})
     proc = subprocess.run(command, cwd=ctx.workdir, env=run_env, capture_output=True, text=True,
                           timeout=timeout)
@@ -129,11 +137,15 @@ def main(test_function):
     parser.add_argument("--np", type=int, default=1)
     parser.add_argument("--mpiexec", default=shutil.which("mpiexec") or "mpiexec")
     parser.add_argument("--keep", action="store_true", help="keep the scratch folder")
+    parser.add_argument("--lammps-version", default="", help='e.g. "4 Feb 2025"')
+    parser.add_argument("--lammps-version-id", type=int, default=0, help="e.g. 20250204")
+    parser.add_argument("--lammps-kokkos", choices=("ON", "OFF"), default="OFF")
     options = parser.parse_args()
     workdir = Path(tempfile.mkdtemp(prefix="otf-lammps-test-"))
     ctx = Context(os.path.abspath(options.lmp), os.path.abspath(options.plugin), options.np,
                   options.mpiexec, workdir,
-                  Path(__file__).resolve().parent)
+                  Path(__file__).resolve().parent, options.lammps_version,
+                  options.lammps_version_id, options.lammps_kokkos == "ON")
     try:
         test_function(ctx)
     except TestFailure as failure:

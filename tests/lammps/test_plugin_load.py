@@ -1,11 +1,14 @@
 """`plugin load` of otfplugin.so works (serial and MPI), and LibTorch computes on every rank."""
+import re
+
 from lammps_harness import expect, expect_in, find_line, main, run_lammps
 
 
 def test(ctx):
     result = run_lammps(ctx, f"plugin load {ctx.plugin}\nplugin list\notf/info\n")
     log = result.log
-    find_line(r"^OTF-Torch \S+ plugin \(built for LAMMPS 29 Sep 2021, LibTorch \S+\)$", log)
+    find_line(rf"^OTF-Torch \S+ plugin \(built for LAMMPS {re.escape(ctx.lammps_version)}, "
+              r"LibTorch \S+\)$", log)
     expect_in("command style plugin otf/info", log)
     find_line(rf"^  MPI ranks {ctx.np}, Kokkos off$", log)
     expected = 64 * ctx.np * (ctx.np + 1) // 2
