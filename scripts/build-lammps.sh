@@ -83,7 +83,7 @@ for p in "${LAMMPS_PACKAGES[@]}"; do package_flags+=(-D "PKG_$p=on"); done
 
 log "configuring (packages: ${LAMMPS_PACKAGES[*]})"
 cmake -S "$src/cmake" -B "$work/build" -G "Unix Makefiles" \
-  -D CMAKE_INSTALL_PREFIX="$prefix" -D CMAKE_INSTALL_LIBDIR=lib -D CMAKE_INSTALL_RPATH="$prefix/lib" \
+  -D CMAKE_INSTALL_PREFIX="$prefix" -D CMAKE_INSTALL_LIBDIR=lib -D CMAKE_INSTALL_RPATH="$prefix/lib${kokkos_prefix:+;$kokkos_prefix/lib}" \
   "${kokkos_options[@]}" "${LAMMPS_CMAKE_OPTIONS[@]}" "${package_flags[@]}" >"$work/configure.log" 2>&1 ||
   { tail -n 40 "$work/configure.log" >&2; log "configure failed, full log: $work/configure.log"; exit 1; }
 
