@@ -22,7 +22,7 @@ done
 kokkos_include=/usr/include/trilinos
 [[ -f $kokkos_include/KokkosCore_config.h && -f $kokkos_include/Kokkos_Cuda.hpp ]] ||
   { say "needs Debian's Kokkos headers with their Cuda backend in $kokkos_include"; exit 2; }
-lammps_include=${1:-$(ls -d "${OTF_TORCH_CACHE:-$HOME/.cache/otf-torch}"/lammps-*kokkos*/include/lammps 2>/dev/null | head -1)}
+lammps_include=${1:-$(ls -d "${OTF_TORCH_CACHE:-$HOME/.cache/otf-torch}"/lammps-29Sep2021-*kokkos*/include/lammps 2>/dev/null | head -1)}
 [[ -n $lammps_include && -f $lammps_include/kokkos_type.h ]] ||
   { say "needs the include dir of a LAMMPS built with KOKKOS (scripts/setup.sh builds one)"; exit 2; }
 

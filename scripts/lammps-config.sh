@@ -1,5 +1,5 @@
 # The one description of the LAMMPS builds that OTF-Torch supports; sourced by the setup scripts.
-# OTF_LAMMPS picks the release (default: 2025). Changing anything here changes the cache folder
+# OTF_LAMMPS picks the release (default: 2021, as scripts/setup.sh's default configuration). Changing anything here changes the cache folder
 # name, so an old build is never reused by mistake.
 #   2021  LAMMPS 29 Sep 2021 update 2, Debian 12's source package (apt-get source), with the
 #         plugin auto-load backport and Debian's Kokkos 3.4 (Trilinos).
@@ -11,7 +11,7 @@
 # download, so those come straight from the pool and are checked against the suites' Sources
 # index (the sha256 below). Debian's own patches of these releases touch only docs and the
 # potentials path.
-OTF_LAMMPS=${OTF_LAMMPS:-2025}
+OTF_LAMMPS=${OTF_LAMMPS:-2021}
 LAMMPS_PACKAGES=(PLUGIN MANYBODY EXTRA-FIX ML-SNAP OPENMP)
 LAMMPS_CMAKE_OPTIONS=(
   -D BUILD_SHARED_LIBS=on
