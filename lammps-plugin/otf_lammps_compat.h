@@ -1,7 +1,8 @@
 /* -*- c++ -*- ----------------------------------------------------------
    OTF-Torch: the one place where the plugin's styles meet parts of the
    LAMMPS API that differ between LAMMPS releases (neighbour-list requests,
-   reverse communication, exceptions). The styles call these helpers and
+   reverse communication, exceptions, the KOKKOS package's per-atom view
+   types). The styles call these helpers and
    never test a LAMMPS version themselves. Supported: 29 Sep 2021 to
    4 Jul 2026 (docs/lammps-versions.md). OTF_LAMMPS_API_VERSION is the
    release date (YYYYMMDD) of the LAMMPS compiled against (FindOTFLAMMPS).
@@ -18,6 +19,10 @@
 #include "neigh_request.h"
 #include "neighbor.h"
 #include "pair.h"
+
+#ifdef LMP_KOKKOS
+#include "kokkos_type.h"
+#endif
 
 #include <cstdio>
 
@@ -42,9 +47,27 @@
 //   15 Jun 2023 most likely, 2 Aug 2023 at the latest; releases before keep the macro, so the
 //   check below is exact for them.
 #define OTF_LAMMPS_EXCEPTIONS_ALWAYS_ON 20230615
+// - KOKKOS single and mixed precision (lammps/lammps#4608, merged after 22 Jul 2025): per-atom
+//   arrays became TransformView pairs of a Kokkos view in KK_FLOAT / KK_ACC_FLOAT and a legacy
+//   double view (DAT::ttransform_*), replacing DAT::tdual_efloat_1d, tdual_virial_array and
+//   friends. 4 Feb 2025 has the old types, 4 Jul 2026 the new; 10 Sep 2025, the first release
+//   after the merge, is not confirmed in its source.
+#define OTF_LAMMPS_KOKKOS_TRANSFORM_VIEWS 20250910
 
 namespace LAMMPS_NS {
 namespace otf_compat {
+
+#ifdef LMP_KOKKOS
+// A pair style's per-atom energy and virial, as a Kokkos view and the plain array LAMMPS reads
+// (eatom, vatom), created and destroyed by MemoryKokkos.
+#if OTF_LAMMPS_API_VERSION >= OTF_LAMMPS_KOKKOS_TRANSFORM_VIEWS
+using KokkosAtomEnergyView = DAT::ttransform_kkacc_1d;
+using KokkosAtomVirialView = DAT::ttransform_kkacc_1d_6;
+#else
+using KokkosAtomEnergyView = DAT::tdual_efloat_1d;
+using KokkosAtomVirialView = DAT::tdual_virial_array;
+#endif
+#endif
 
 // Requests made so far (for styles that request lists inside another style's init()).
 inline int neighbor_request_count(Neighbor *neighbor)

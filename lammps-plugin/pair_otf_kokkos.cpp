@@ -38,15 +38,45 @@ using namespace LAMMPS_NS;
 
 namespace {
 
+// The view types of DeviceType for positions, forces and per-atom energies and virials as this
+// LAMMPS declares them (DualViews before 10 Sep 2025, TransformViews after: otf_lammps_compat.h).
+template <class DeviceType> using PositionsView =
+    std::decay_t<decltype(std::declval<AtomKokkos &>().k_x.template view<DeviceType>())>;
+template <class DeviceType> using ForcesView =
+    std::decay_t<decltype(std::declval<AtomKokkos &>().k_f.template view<DeviceType>())>;
+template <class DeviceType> using AtomEnergyView = std::decay_t<
+    decltype(std::declval<otf_compat::KokkosAtomEnergyView &>().template view<DeviceType>())>;
+template <class DeviceType> using AtomVirialView = std::decay_t<
+    decltype(std::declval<otf_compat::KokkosAtomVirialView &>().template view<DeviceType>())>;
+
+// True when the KOKKOS package keeps positions, forces and per-atom tallies in double, as the
+// model reads and writes them (the default; LAMMPS from 10 Sep 2025 may be built with
+// KOKKOS_PREC=single or mixed, where they are float).
+template <class DeviceType> constexpr bool views_are_double()
+{
+  return std::is_same<typename PositionsView<DeviceType>::value_type, double>::value &&
+      std::is_same<typename ForcesView<DeviceType>::value_type, double>::value &&
+      std::is_same<typename AtomEnergyView<DeviceType>::value_type, double>::value &&
+      std::is_same<typename AtomVirialView<DeviceType>::value_type, double>::value;
+}
+
 // True when DeviceType's memory can be read from the host and its views have the plain arrays'
-// layouts: then pair_style otf's host evaluation can read and write them in place.
+// layouts and type: then pair_style otf's host evaluation can read and write them in place.
 template <class DeviceType> constexpr bool views_are_host_arrays()
 {
   using Memory = typename DeviceType::memory_space;
   return Kokkos::SpaceAccessibility<Kokkos::HostSpace, Memory>::accessible &&
-      std::is_same<typename DAT::tdual_x_array::array_layout, Kokkos::LayoutRight>::value &&
-      std::is_same<typename DAT::tdual_f_array::array_layout, Kokkos::LayoutRight>::value &&
+      views_are_double<DeviceType>() &&
+      std::is_same<typename PositionsView<DeviceType>::array_layout, Kokkos::LayoutRight>::value &&
+      std::is_same<typename ForcesView<DeviceType>::array_layout, Kokkos::LayoutRight>::value &&
       std::is_same<typename DeviceType::array_layout, Kokkos::LayoutRight>::value;
+}
+
+// A view's stride along `dimension` in elements (View::stride(r): Kokkos 3.4 to 5.x; Kokkos 5
+// removed stride_0()).
+template <class View> int64_t stride_of(const View &view, int dimension)
+{
+  return static_cast<int64_t>(view.stride(dimension));
 }
 
 }    // namespace
@@ -106,6 +136,10 @@ template <class DeviceType> void PairOTFKokkos<DeviceType>::init_style()
     utils::logmesg(lmp, "pair_style otf/kk: Kokkos {} space, model on {}, {} evaluation\n",
                    kokkos_execution_space_name(on_host), device,
                    resident_evaluation_ ? "resident (tensor)" : "host (in place)");
+  if constexpr (!views_are_double<DeviceType>())
+    error->all(FLERR, "pair_style otf/kk needs the KOKKOS package in double precision "
+                      "(LAMMPS built with -D KOKKOS_PREC=double, the default); this LAMMPS keeps "
+                      "positions or forces in single precision");
   if (!force->newton_pair)
     error->all(FLERR, "pair_style otf/kk requires newton_pair on (the plain otf style handles "
                       "newton off)");
@@ -157,13 +191,14 @@ template <class DeviceType> void PairOTFKokkos<DeviceType>::compute(int eflag_in
     compute_in_host_views();
 
   atomKK->modified(execution_space, F_MASK);
+  // The plain arrays (eatom, vatom) that computes and dumps read are the host side.
   if (eflag_atom) {
     k_eatom.template modify<DeviceType>();
-    k_eatom.template sync<LMPHostType>();
+    k_eatom.sync_host();
   }
   if (vflag_atom) {
     k_vatom.template modify<DeviceType>();
-    k_vatom.template sync<LMPHostType>();
+    k_vatom.sync_host();
   }
 }
 
@@ -191,7 +226,7 @@ template <class DeviceType> void PairOTFKokkos<DeviceType>::compute_in_host_view
     neighbors.ilist = k_list->d_ilist.data();
     neighbors.numneigh = k_list->d_numneigh.data();
     neighbors.rows = k_list->d_neighbors.data();
-    neighbors.row_stride = static_cast<int64_t>(k_list->d_neighbors.stride_0());
+    neighbors.row_stride = stride_of(k_list->d_neighbors, 0);
     neighbors.index_mask = NEIGHMASK;
     evaluate_listed_centres(atoms, neighbors, f.data(),
                             eflag_atom ? k_eatom.template view<DeviceType>().data() : nullptr,
@@ -210,49 +245,53 @@ template <class DeviceType> void PairOTFKokkos<DeviceType>::compute_in_host_view
 
 template <class DeviceType> void PairOTFKokkos<DeviceType>::compute_resident()
 {
-  grow_atom_arrays();
-  auto x = atomKK->k_x.template view<DeviceType>();
-  auto f = atomKK->k_f.template view<DeviceType>();
-  auto type = atomKK->k_type.template view<DeviceType>();
-  const int nlocal = atom->nlocal;
-  const int nall = nlocal + atom->nghost;
+  // Single-precision KOKKOS builds stop in init_style(); the model's arrays are double.
+  if constexpr (views_are_double<DeviceType>()) {
+    grow_atom_arrays();
+    auto x = atomKK->k_x.template view<DeviceType>();
+    auto f = atomKK->k_f.template view<DeviceType>();
+    auto type = atomKK->k_type.template view<DeviceType>();
+    const int nlocal = atom->nlocal;
+    const int nall = nlocal + atom->nghost;
 
-  otf::ResidentArrays arrays;
-  arrays.num_atoms = nall;
-  arrays.positions = otf::borrowed_matrix(x.data(), nall, 3, x.stride_0(), x.stride_1());
-  arrays.types = otf::borrowed_vector(type.data(), nall, type.stride_0());
-  arrays.forces = otf::borrowed_matrix(f.data(), nall, 3, f.stride_0(), f.stride_1());
-  if (eflag_atom) {
-    auto d_eatom = k_eatom.template view<DeviceType>();
-    arrays.atom_energy = otf::borrowed_vector(d_eatom.data(), nall, d_eatom.stride_0());
+    otf::ResidentArrays arrays;
+    arrays.num_atoms = nall;
+    arrays.positions = otf::borrowed_matrix(x.data(), nall, 3, stride_of(x, 0), stride_of(x, 1));
+    arrays.types = otf::borrowed_vector(type.data(), nall, stride_of(type, 0));
+    arrays.forces = otf::borrowed_matrix(f.data(), nall, 3, stride_of(f, 0), stride_of(f, 1));
+    if (eflag_atom) {
+      auto d_eatom = k_eatom.template view<DeviceType>();
+      arrays.atom_energy = otf::borrowed_vector(d_eatom.data(), nall, stride_of(d_eatom, 0));
+    }
+    if (vflag_atom) {
+      auto d_vatom = k_vatom.template view<DeviceType>();
+      arrays.atom_virial =
+          otf::borrowed_matrix(d_vatom.data(), nall, 6, stride_of(d_vatom, 0),
+                               stride_of(d_vatom, 1));
+    }
+
+    // The Kokkos list as it is: ilist, numneigh and neighbour rows by atom index, in the layout of
+    // this execution space (rows contiguous on the host, columns contiguous on a GPU).
+    auto *k_list = static_cast<NeighListKokkos<DeviceType> *>(list);
+    auto d_ilist = k_list->d_ilist;
+    auto d_numneigh = k_list->d_numneigh;
+    auto d_neighbors = k_list->d_neighbors;
+    const int inum = list->inum;
+    arrays.centers = otf::borrowed_vector(d_ilist.data(), inum, stride_of(d_ilist, 0));
+    arrays.neighbor_counts =
+        otf::borrowed_vector(d_numneigh.data(), d_numneigh.extent(0), stride_of(d_numneigh, 0));
+    arrays.neighbors = otf::borrowed_matrix(d_neighbors.data(), d_neighbors.extent(0),
+                                            d_neighbors.extent(1), stride_of(d_neighbors, 0),
+                                            stride_of(d_neighbors, 1));
+    arrays.neighbor_index_mask = NEIGHMASK;
+
+    // LibTorch reads the views after every Kokkos kernel and copy that wrote them has finished.
+    Kokkos::fence();
+    for (int i = 0; i < nall; i++) atom_energy_uncertainty_[i] = 0.0;
+    evaluate_and_tally(inum > 0, [&] {
+      return session_->evaluate_resident(arrays, type_species_, atom_energy_uncertainty_);
+    });
   }
-  if (vflag_atom) {
-    auto d_vatom = k_vatom.template view<DeviceType>();
-    arrays.atom_virial =
-        otf::borrowed_matrix(d_vatom.data(), nall, 6, d_vatom.stride_0(), d_vatom.stride_1());
-  }
-
-  // The Kokkos list as it is: ilist, numneigh and neighbour rows by atom index, in the layout of
-  // this execution space (rows contiguous on the host, columns contiguous on a GPU).
-  auto *k_list = static_cast<NeighListKokkos<DeviceType> *>(list);
-  auto d_ilist = k_list->d_ilist;
-  auto d_numneigh = k_list->d_numneigh;
-  auto d_neighbors = k_list->d_neighbors;
-  const int inum = list->inum;
-  arrays.centers = otf::borrowed_vector(d_ilist.data(), inum, d_ilist.stride_0());
-  arrays.neighbor_counts =
-      otf::borrowed_vector(d_numneigh.data(), d_numneigh.extent(0), d_numneigh.stride_0());
-  arrays.neighbors = otf::borrowed_matrix(d_neighbors.data(), d_neighbors.extent(0),
-                                          d_neighbors.extent(1), d_neighbors.stride_0(),
-                                          d_neighbors.stride_1());
-  arrays.neighbor_index_mask = NEIGHMASK;
-
-  // LibTorch reads the views after every Kokkos kernel and copy that wrote them has finished.
-  Kokkos::fence();
-  for (int i = 0; i < nall; i++) atom_energy_uncertainty_[i] = 0.0;
-  evaluate_and_tally(inum > 0, [&] {
-    return session_->evaluate_resident(arrays, type_species_, atom_energy_uncertainty_);
-  });
 }
 
 /* ---------------------------------------------------------------------- */

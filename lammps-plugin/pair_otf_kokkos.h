@@ -11,6 +11,7 @@
 #define LMP_PAIR_OTF_KOKKOS_H
 
 #include "kokkos_type.h"
+#include "otf_lammps_compat.h"
 #include "pair_kokkos.h"
 #include "pair_otf.h"
 #include "pair_otf_kokkos_factory.h"
@@ -39,8 +40,8 @@ template <class DeviceType> class PairOTFKokkos : public PairOTF {
 
   bool resident_evaluation_ = false;
 
-  DAT::tdual_efloat_1d k_eatom;
-  DAT::tdual_virial_array k_vatom;
+  otf_compat::KokkosAtomEnergyView k_eatom;
+  otf_compat::KokkosAtomVirialView k_vatom;
 };
 
 }    // namespace LAMMPS_NS
