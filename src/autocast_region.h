@@ -50,8 +50,8 @@ namespace otf {
 // (set_autocast_cpu_dtype(kHalf) throws, Half matmul and tanh are not implemented on CPU,
 // docs/design.md §7.4), and the default on CPUs without float16 arithmetic: the region enables
 // the CPU autocast key with its dtype left at bfloat16 and sets the thread-local emulation flag
-// that the lower-precision kernels read; results are exactly Half-representable, overflow to inf above
-// 65504 and flush to 0 below 6e-8, in forward and backward, so GradScaler is exercised on CPU.
+// that the lower-precision kernels read; results are exactly Half-representable, overflow to inf
+// above 65504 and flush to 0 below 6e-8, in forward and backward, so GradScaler is exercised on CPU.
 // Emulated casts are not cached (the cast cache holds only LibTorch's bfloat16 casts).
 //
 // Rules for callers, as for torch.autocast:
