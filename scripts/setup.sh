@@ -65,6 +65,8 @@ jobs=${OTF_BUILD_JOBS:-$(nproc)}
 export CCACHE_DIR=${CCACHE_DIR:-$cache_root/ccache}
 # Paths relative to the clone, so a fresh clone in another folder (as CI makes) hits the cache.
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$OTF_ROOT} CCACHE_NOHASHDIR=1
+# What ccache needs to cache the precompiled <torch/torch.h> of LibTorch 2.x builds (cmake/OTFPrecompiledTorch.cmake).
+export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}
 
 # LAMMPS 29 Sep 2021 is built from Debian 12's own source package, which needs deb-src entries.
 enable_debian_sources() {

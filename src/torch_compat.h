@@ -1,6 +1,7 @@
 // The one place where OTF-Torch's code differs between LibTorch 1.13 (Debian 12) and LibTorch 2.x
 // (PyPI's torch wheel). Everything else calls these functions; docs/libtorch-versions.md lists the
-// changes, the version that made each and how it is handled here.
+// changes and how each is handled. Checked against 1.13 and 2.15 (and 2.14's headers); where the
+// release between them that made a change is not checked, the threshold says which is assumed.
 #pragma once
 
 #include <ATen/autocast_mode.h>
@@ -62,8 +63,9 @@ inline void set_autocast_dtype(c10::DeviceType device, c10::ScalarType dtype) {
 
 // Whether LibTorch runs float16 matrix products and elementwise ops on CPU and accepts kHalf as
 // the CPU autocast dtype. 1.13 does neither (set_autocast_cpu_dtype(kHalf) throws, Half mm is not
-// implemented), so OTF-Torch emulates CPU float16 there (cpu_autocast_policy.h); 2.x has both.
-constexpr bool has_native_cpu_float16_autocast() { return OTF_TORCH_AT_LEAST(2, 0); }
+// implemented), so OTF-Torch emulates CPU float16 there (cpu_autocast_policy.h); 2.15 has both.
+// Assumed from 2.4, with the device-type autocast API.
+constexpr bool has_native_cpu_float16_autocast() { return OTF_TORCH_AT_LEAST(2, 4); }
 
 // LibTorch 1.13 keeps conv_transpose1d/2d/3d in float32 under CPU autocast; 2.x lists them under
 // lower_precision_fp. OTF-Torch's policy lists them as float32 on every version
