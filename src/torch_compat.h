@@ -5,8 +5,10 @@
 #pragma once
 
 #include <ATen/autocast_mode.h>
+#include <ATen/core/Tensor.h>
 #include <c10/core/DeviceType.h>
 #include <c10/core/ScalarType.h>
+#include <c10/util/C++17.h>  // c10::guts::to_string (1.13)
 #include <c10/util/Exception.h>
 #include <torch/version.h>
 
@@ -76,6 +78,18 @@ constexpr bool has_native_cpu_float16_autocast() { return OTF_TORCH_AT_LEAST(2, 
 // gone in 2.15. The exact 2.x release that dropped each is not checked here; 2.0 is assumed.
 constexpr bool has_named_dimension_overloads() { return !OTF_TORCH_AT_LEAST(2, 0); }
 constexpr bool has_frobenius_norm_without_dim() { return !OTF_TORCH_AT_LEAST(2, 0); }
+
+// The key of a parameter in torch::optim::Optimizer::state(): its TensorImpl address, as a string
+// in 1.13 (c10::guts::to_string), as a void* since 2.x.
+#if OTF_TORCH_AT_LEAST(2, 0)
+inline void* optimizer_state_key(const at::Tensor& parameter) {
+  return parameter.unsafeGetTensorImpl();
+}
+#else
+inline std::string optimizer_state_key(const at::Tensor& parameter) {
+  return c10::guts::to_string(parameter.unsafeGetTensorImpl());
+}
+#endif
 
 // A warning handler that calls `on_warning` with each warning's message. The handler's interface
 // changed in 2.x: process() takes a c10::Warning instead of (location, message, verbatim), and the

@@ -901,7 +901,7 @@ std::vector<torch::Tensor> adam_state_tensors(const torch::optim::Adam& optimize
   steps.clear();
   for (const torch::Tensor& parameter : model->parameters()) {
     const auto& state = static_cast<const torch::optim::AdamParamState&>(
-        *optimizer.state().at(c10::guts::to_string(parameter.unsafeGetTensorImpl())));
+        *optimizer.state().at(otf::torch_compat::optimizer_state_key(parameter)));
     tensors.push_back(state.exp_avg().clone());
     tensors.push_back(state.exp_avg_sq().clone());
     steps.push_back(state.step());
@@ -961,7 +961,7 @@ TEST(GradScaler, SkippedStepLeavesParametersAndSgdMomentumBitwiseUnchanged) {
     for (const torch::Tensor& parameter : model->parameters()) {
       buffers.push_back(
           static_cast<const torch::optim::SGDParamState&>(
-              *optimizer.state().at(c10::guts::to_string(parameter.unsafeGetTensorImpl())))
+              *optimizer.state().at(otf::torch_compat::optimizer_state_key(parameter)))
               .momentum_buffer()
               .clone());
     }
