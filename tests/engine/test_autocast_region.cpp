@@ -592,7 +592,8 @@ const torch::autograd::Node* cast_node(const at::Tensor& result, size_t index) {
 TEST_F(AutocastRegionTest, A10CacheHitsForLeafWeightsOnlyAndIsClearedAtOutermostExit) {
   const auto x = torch::randn({3, 4});
   const auto w = torch::randn({4, 5}).requires_grad_();
-  std::shared_ptr<torch::autograd::Node> first_cast;  // keeps the node alive across regions
+  // Keeps the node alive across regions (a shared_ptr in 1.13, an intrusive_ptr in 2.x).
+  decltype(torch::autograd::Edge::function) first_cast;
   {
     AutocastRegion outer(kCpu, Precision::BFloat16);
     const auto y1 = at::mm(x, w);
