@@ -61,11 +61,11 @@ std::optional<Precision> expected_autocast(Precision precision) {
   return precision;
 }
 
-class CapturingWarningHandler final : public c10::WarningHandler {
+class CapturingWarningHandler final : public otf::torch_compat::CallbackWarningHandler {
  public:
-  void process(const c10::SourceLocation&, const std::string& message, const bool) override {
-    messages.push_back(message);
-  }
+  CapturingWarningHandler()
+      : CallbackWarningHandler(
+            [this](const std::string& message) { messages.push_back(message); }) {}
   std::vector<std::string> messages;
 };
 
@@ -170,7 +170,7 @@ TEST(MixedPrecisionHookExclusivity, AnotherDoBackwardClaimantIsRejected) {
 TEST(MixedPrecisionHookTraining, OneStepCompletesCleanlyInEveryPrecisionWithoutWarnings) {
   for (const Precision precision : kAllPrecisions) {
     CapturingWarningHandler warnings;
-    c10::Warning::WarningHandlerGuard guard(&warnings);
+    otf::torch_compat::WarningHandlerGuard guard(&warnings);
     auto mp = std::make_shared<MixedPrecisionHook>(precision);
     TrainingStrategy strategy(linear_options({mp}));
     const auto weights = otf::testing::clones(strategy.models().at("main")->parameters());
