@@ -1,28 +1,32 @@
-// Step time of a small force-training network in float32, bfloat16 and emulated float16 on this
-// CPU, printed as ratios to float32 measured in the same run (machines here are noisy, so only
-// same-run ratios mean something).
+// Step time of a small force-training network in float32, bfloat16 and float16 (emulated, and
+// native where LibTorch 2.x has it) on this CPU, and the time of an inference step (energy and
+// forces, no training) of the same network, printed as ratios to float32 measured in the same run
+// (machines here are noisy, so only same-run ratios mean something).
 //
 // One step, as the engine's mixed-precision hook runs it: inside the autocast region, per-atom
 // descriptors -> MLP (3 hidden layers of the given width, SiLU) -> atomic energies, total energy
 // summed in float64, forces = -dE/dx by autograd with create_graph, energy + force loss; outside
 // the region, (scaled) backward through the double-backward graph and an Adam step (through the
-// GradScaler for float16).
+// GradScaler for float16). Inference, as pair_style otf evaluates: the same forward in the region
+// and forces by autograd without create_graph, nothing else.
 //
 // Usage: bench_mixed_precision_step [--atoms N] [--repeats R] [--threads T] [--widths 64,256]
 #include <torch/torch.h>
+#include <torch/version.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
-#include <map>
 #include <memory>
 #include <sstream>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "autocast_region.h"
+#include "cpu_float16_mode.h"
 #include "grad_scaler.h"
 #include "precision.h"
 
@@ -81,19 +85,37 @@ struct Network : torch::nn::Module {
   torch::nn::Sequential layers{nullptr};
 };
 
+// One measured configuration: a precision and, for float16, how the CPU computes it.
+struct Variant {
+  std::string label;
+  otf::Precision precision;
+  otf::CpuFloat16Mode float16_mode = otf::CpuFloat16Mode::Emulated;
+};
+
+// Per-atom energies in the autocast region, total energy in float64, forces by autograd.
+std::pair<torch::Tensor, torch::Tensor> energy_and_forces(Network& network,
+                                                          const ForceTrainingProblem& problem,
+                                                          otf::Precision precision,
+                                                          bool create_graph) {
+  otf::AutocastRegion region(torch::kCPU, precision);
+  const auto positions = problem.positions.detach().requires_grad_(true);
+  const auto phases = torch::matmul(positions, problem.frequencies);
+  const auto descriptors = torch::cat({torch::sin(phases), torch::cos(phases)}, 1);
+  const auto atomic_energies = network.forward(descriptors);
+  const auto energy = atomic_energies.to(torch::kFloat64).sum();
+  const auto forces =
+      -torch::autograd::grad({energy}, {positions}, {}, create_graph, create_graph)[0];
+  return {energy, forces};
+}
+
 double train_step(Network& network, torch::optim::Adam& optimizer, otf::GradScaler* scaler,
-                  const ForceTrainingProblem& problem, otf::Precision precision) {
+                  const ForceTrainingProblem& problem, const Variant& variant) {
+  otf::set_cpu_float16_mode(variant.float16_mode);
   const auto start = std::chrono::steady_clock::now();
   optimizer.zero_grad();
   torch::Tensor loss;
   {
-    otf::AutocastRegion region(torch::kCPU, precision);
-    const auto positions = problem.positions.detach().requires_grad_(true);
-    const auto phases = torch::matmul(positions, problem.frequencies);
-    const auto descriptors = torch::cat({torch::sin(phases), torch::cos(phases)}, 1);
-    const auto atomic_energies = network.forward(descriptors);
-    const auto energy = atomic_energies.to(torch::kFloat64).sum();
-    const auto forces = -torch::autograd::grad({energy}, {positions}, {}, true, true)[0];
+    const auto [energy, forces] = energy_and_forces(network, problem, variant.precision, true);
     const auto n = static_cast<double>(problem.positions.size(0));
     loss = torch::mse_loss(forces.to(torch::kFloat32), problem.reference_forces) +
            ((energy - problem.reference_energy) / n).pow(2).to(torch::kFloat32);
@@ -110,6 +132,17 @@ double train_step(Network& network, torch::optim::Adam& optimizer, otf::GradScal
   return std::chrono::duration<double, std::milli>(stop - start).count();
 }
 
+double inference_step(Network& network, const ForceTrainingProblem& problem,
+                      const Variant& variant) {
+  otf::set_cpu_float16_mode(variant.float16_mode);
+  const auto start = std::chrono::steady_clock::now();
+  const auto [energy, forces] = energy_and_forces(network, problem, variant.precision, false);
+  (void)energy;
+  (void)forces;
+  const auto stop = std::chrono::steady_clock::now();
+  return std::chrono::duration<double, std::milli>(stop - start).count();
+}
+
 // bfloat16 is only fast where the CPU multiplies bf16 in hardware (AVX512_BF16 or AMX, used by
 // oneDNN); elsewhere LibTorch emulates it and bf16 is several times slower than float32. The
 // header line says which case a result belongs to.
@@ -122,7 +155,7 @@ std::string cpu_description() {
     if (flags.empty() && line.rfind("flags", 0) == 0) flags = line + " ";
   }
   std::string features;
-  for (const char* feature : {"avx2", "avx512f", "avx512_bf16", "amx_bf16"})
+  for (const char* feature : {"avx2", "avx512f", "avx512_bf16", "amx_bf16", "avx512_fp16", "amx_fp16"})
     features += std::string(" ") + feature + (flags.find(std::string(" ") + feature + " ") !=
                                                       std::string::npos
                                                   ? "=yes"
@@ -145,48 +178,58 @@ int main(int argc, char** argv) {
   problem.reference_forces = torch::randn({options.atoms, 3});
   problem.reference_energy = torch::tensor(-4.3 * static_cast<double>(options.atoms), torch::kFloat64);
 
-  const std::vector<otf::Precision> precisions{otf::Precision::Float32, otf::Precision::BFloat16,
-                                               otf::Precision::Float16};
+  std::vector<Variant> variants{{"float32", otf::Precision::Float32},
+                                {"bfloat16", otf::Precision::BFloat16},
+                                {"float16-emulated", otf::Precision::Float16}};
+  if (otf::native_cpu_float16_available()) {
+    variants.push_back({"float16-native", otf::Precision::Float16, otf::CpuFloat16Mode::Native});
+  }
   std::printf("# CPU: %s\n", cpu_description().c_str());
-  std::printf("# force-training step, %lld atoms, %d thread(s), median of %d steps\n",
+  std::printf("# LibTorch %s, CPU float16 default: %s\n", TORCH_VERSION,
+              otf::to_string(otf::default_cpu_float16_mode()).c_str());
+  std::printf("# force-training and inference steps, %lld atoms, %d thread(s), median of %d\n",
               static_cast<long long>(options.atoms), options.threads, options.repeats);
-  std::printf("%-6s %-9s %12s %14s\n", "width", "precision", "ms/step", "ratio_to_fp32");
+  std::printf("%-6s %-17s %10s %8s %10s %8s\n", "width", "precision", "train_ms", "ratio",
+              "infer_ms", "ratio");
   for (const int64_t width : options.widths) {
-    std::map<otf::Precision, std::vector<double>> times;
-    std::map<otf::Precision, std::shared_ptr<Network>> networks;
+    std::vector<std::vector<double>> train_times(variants.size()), infer_times(variants.size());
+    std::vector<std::shared_ptr<Network>> networks;
     std::vector<std::unique_ptr<torch::optim::Adam>> optimizers;
-    std::map<otf::Precision, torch::optim::Adam*> optimizer_of;
-    std::map<otf::Precision, std::unique_ptr<otf::GradScaler>> scalers;
-    for (const auto precision : precisions) {
+    std::vector<std::unique_ptr<otf::GradScaler>> scalers;
+    for (const auto& variant : variants) {
       torch::manual_seed(1);
-      networks[precision] = std::make_shared<Network>(width);
+      networks.push_back(std::make_shared<Network>(width));
       optimizers.push_back(std::make_unique<torch::optim::Adam>(
-          networks.at(precision)->parameters(), torch::optim::AdamOptions(1e-4)));
-      optimizer_of[precision] = optimizers.back().get();
-      if (otf::needs_grad_scaler(precision)) {
+          networks.back()->parameters(), torch::optim::AdamOptions(1e-4)));
+      scalers.emplace_back();
+      if (otf::needs_grad_scaler(variant.precision)) {
         // A scale the forces cannot overflow at, so every timed step is a real optimizer step.
         otf::GradScalerOptions scaler_options;
         scaler_options.init_scale = 256.0;
-        scalers[precision] = std::make_unique<otf::GradScaler>(scaler_options);
+        scalers.back() = std::make_unique<otf::GradScaler>(scaler_options);
       }
       // Warm-up (first-call allocation and oneDNN kernel selection).
-      train_step(*networks.at(precision), *optimizer_of[precision], scalers[precision].get(),
-                 problem, precision);
+      train_step(*networks.back(), *optimizers.back(), scalers.back().get(), problem, variant);
+      inference_step(*networks.back(), problem, variant);
     }
-    // Interleave precisions so slow drifts of the machine hit all of them alike.
+    // Interleave variants so slow drifts of the machine hit all of them alike.
     for (int r = 0; r < options.repeats; ++r) {
-      for (const auto precision : precisions) {
-        times[precision].push_back(train_step(*networks.at(precision), *optimizer_of[precision],
-                                              scalers[precision].get(), problem, precision));
+      for (size_t v = 0; v < variants.size(); ++v) {
+        train_times[v].push_back(
+            train_step(*networks[v], *optimizers[v], scalers[v].get(), problem, variants[v]));
+        infer_times[v].push_back(inference_step(*networks[v], problem, variants[v]));
       }
     }
-    const double fp32 = median(times[otf::Precision::Float32]);
-    for (const auto precision : precisions) {
-      const double ms = median(times[precision]);
-      std::printf("%-6lld %-9s %12.1f %14.2f\n", static_cast<long long>(width),
-                  otf::to_string(precision).c_str(), ms, fp32 / ms);
+    const double train_fp32 = median(train_times[0]);
+    const double infer_fp32 = median(infer_times[0]);
+    for (size_t v = 0; v < variants.size(); ++v) {
+      const double train_ms = median(train_times[v]);
+      const double infer_ms = median(infer_times[v]);
+      std::printf("%-6lld %-17s %10.1f %8.2f %10.1f %8.2f\n", static_cast<long long>(width),
+                  variants[v].label.c_str(), train_ms, train_fp32 / train_ms, infer_ms,
+                  infer_fp32 / infer_ms);
     }
   }
-  std::printf("# ratio_to_fp32 = fp32 time / this time (above 1: faster than fp32)\n");
+  std::printf("# ratio = float32 time / this time (above 1: faster than float32)\n");
   return 0;
 }

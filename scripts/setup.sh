@@ -9,7 +9,8 @@
 #                  from Debian 12; current: LAMMPS 4 Feb 2025 with KOKKOS (Kokkos 4.6.01) and Debian's
 #                  LibTorch until LibTorch 2.x (branch torch2, scripts/fetch-libtorch.sh) is merged
 #   OTF_LAMMPS     2021 | 2025 | 2026, overrides the configuration's LAMMPS (scripts/lammps-config.sh)
-#   OTF_LIBTORCH   debian | 2.15.0, overrides the configuration's LibTorch (scripts/fetch-libtorch.sh)
+#   OTF_LIBTORCH   debian | 2.15.0, overrides the configuration's LibTorch (2.x: CPU LibTorch from
+#                  PyPI's torch wheel, scripts/fetch-libtorch.sh; OTF_TORCH_WHEELS: downloaded wheels)
 #   OTF_TEST_LAMMPS  releases whose integration tests `test` also runs, e.g. "2025 2026" (default: none
 #                  yet; they become the default once their suites pass, issue 15)
 # Environment: OTF_TORCH_CACHE (cache folder, default ~/.cache/otf-torch), OTF_BUILD_DIR (default build),
@@ -64,6 +65,8 @@ jobs=${OTF_BUILD_JOBS:-$(nproc)}
 export CCACHE_DIR=${CCACHE_DIR:-$cache_root/ccache}
 # Paths relative to the clone, so a fresh clone in another folder (as CI makes) hits the cache.
 export CCACHE_BASEDIR=${CCACHE_BASEDIR:-$OTF_ROOT} CCACHE_NOHASHDIR=1
+# What ccache needs to cache the precompiled <torch/torch.h> of LibTorch 2.x builds (cmake/OTFPrecompiledTorch.cmake).
+export CCACHE_SLOPPINESS=${CCACHE_SLOPPINESS:-pch_defines,time_macros,include_file_mtime,include_file_ctime}
 
 # LAMMPS 29 Sep 2021 is built from Debian 12's own source package, which needs deb-src entries.
 enable_debian_sources() {
@@ -94,7 +97,7 @@ lammps_prefix_for() {
 torch_args=()
 if [[ $libtorch != debian ]]; then
   [[ -x $OTF_ROOT/scripts/fetch-libtorch.sh ]] ||
-    { echo "OTF_LIBTORCH=$libtorch: LibTorch 2.x set-up is not on this branch yet (branch torch2)" >&2; exit 2; }
+    { echo "OTF_LIBTORCH=$libtorch: scripts/fetch-libtorch.sh is missing or not executable" >&2; exit 2; }
   torch_prefix=$("$OTF_ROOT/scripts/fetch-libtorch.sh" "$libtorch" | tail -n 1)
   torch_args=(-DTorch_DIR="$torch_prefix/share/cmake/Torch")
 fi

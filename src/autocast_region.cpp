@@ -7,6 +7,8 @@
 #include <string>
 
 #include "cpu_autocast_policy.h"
+#include "cpu_float16_mode.h"
+#include "torch_compat.h"
 
 namespace otf {
 namespace {
@@ -95,42 +97,37 @@ void AutocastRegion::exit() {
 }
 
 void AutocastRegion::save_state() {
+  const c10::DeviceType type = device_.type();
   saved_.cache_enabled = at::autocast::is_autocast_cache_enabled();
-  if (device_.is_cpu()) {
-    saved_.enabled = at::autocast::is_cpu_enabled();
-    saved_.lower_precision_dtype = at::autocast::get_autocast_cpu_dtype();
-    saved_.cpu_fp16_emulation = is_cpu_fp16_emulation_enabled();
-  } else {
-    saved_.enabled = at::autocast::is_enabled();
-    saved_.lower_precision_dtype = at::autocast::get_autocast_gpu_dtype();
-  }
+  saved_.enabled = torch_compat::is_autocast_enabled(type);
+  saved_.lower_precision_dtype = torch_compat::autocast_dtype(type);
+  if (device_.is_cpu()) saved_.cpu_fp16_emulation = is_cpu_fp16_emulation_enabled();
 }
 
 void AutocastRegion::apply_state() const {
+  const c10::DeviceType type = device_.type();
   const bool enabled = options_.enabled;
+  torch_compat::set_autocast_enabled(type, enabled);
   if (device_.is_cpu()) {
-    at::autocast::set_cpu_enabled(enabled);
+    const bool emulate_fp16 = enabled && precision_ == Precision::Float16 &&
+                              cpu_float16_mode() == CpuFloat16Mode::Emulated;
     if (enabled) {
-      // 1.13 accepts only bfloat16 as the CPU autocast dtype; float16 is emulated by the kernels
-      // of cpu_autocast_policy.h, which read the thread-local flag.
-      at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+      // Emulated float16 keeps the CPU autocast dtype at bfloat16 (1.13 accepts nothing else);
+      // the kernels of cpu_autocast_policy.h read the thread-local flag instead.
+      torch_compat::set_autocast_dtype(type,
+                                       emulate_fp16 ? at::kBFloat16 : to_scalar_type(precision_));
     }
-    set_cpu_fp16_emulation_enabled(enabled && precision_ == Precision::Float16);
-  } else {
-    at::autocast::set_enabled(enabled);
-    if (enabled) at::autocast::set_autocast_gpu_dtype(to_scalar_type(precision_));
+    set_cpu_fp16_emulation_enabled(emulate_fp16);
+  } else if (enabled) {
+    torch_compat::set_autocast_dtype(type, to_scalar_type(precision_));
   }
 }
 
 void AutocastRegion::restore_state() const {
-  if (device_.is_cpu()) {
-    at::autocast::set_cpu_enabled(saved_.enabled);
-    at::autocast::set_autocast_cpu_dtype(saved_.lower_precision_dtype);
-    set_cpu_fp16_emulation_enabled(saved_.cpu_fp16_emulation);
-  } else {
-    at::autocast::set_enabled(saved_.enabled);
-    at::autocast::set_autocast_gpu_dtype(saved_.lower_precision_dtype);
-  }
+  const c10::DeviceType type = device_.type();
+  torch_compat::set_autocast_enabled(type, saved_.enabled);
+  torch_compat::set_autocast_dtype(type, saved_.lower_precision_dtype);
+  if (device_.is_cpu()) set_cpu_fp16_emulation_enabled(saved_.cpu_fp16_emulation);
   at::autocast::set_autocast_cache_enabled(saved_.cache_enabled);
 }
 

@@ -18,7 +18,8 @@ namespace otf {
 // (docs/design.md §7.2); the CPU lists are in cpu_autocast_policy.h/.cpp and are LibTorch 1.13's
 // CPU policy extended towards CUDA's.
 //
-// | ops                                  | BFloat16 CPU | Float16 CPU (emulated) | CUDA bf16/fp16 |
+// | ops                                  | BFloat16 CPU | Float16 CPU (emulated; | CUDA bf16/fp16 |
+// |                                      |              | native: float16)       |                |
 // |--------------------------------------|--------------|------------------------|----------------|
 // | mm addmm bmm baddbmm addbmm matmul   | bfloat16     | float32 storage;       | bf16 / fp16    |
 // | linear conv1d/2d/3d (+.padding)      |              | operands and results   | (CUDA also:    |
@@ -44,11 +45,13 @@ namespace otf {
 // torch::nn::functional::linear does after matmul for 1-D/3-D input runs in float32 and is not
 // re-rounded (real fp16 would round it once more); the 2-D path (addmm) is fully rounded.
 //
-// CPU float16 cannot be native in 1.13 (set_autocast_cpu_dtype(kHalf) throws, Half matmul and
-// tanh are not implemented on CPU, docs/design.md §7.4). The region enables the CPU autocast key
-// with its dtype left at bfloat16 and sets the thread-local emulation flag that the
-// lower-precision kernels read; results are exactly Half-representable, overflow to inf above
-// 65504 and flush to 0 below 6e-8, in forward and backward, so GradScaler is exercised on CPU.
+// CPU float16 has two modes (cpu_float16_mode.h). Native (LibTorch 2.x): the CPU autocast dtype is
+// Half and the lower-precision ops run in Half. Emulated, the only mode on 1.13
+// (set_autocast_cpu_dtype(kHalf) throws, Half matmul and tanh are not implemented on CPU,
+// docs/design.md §7.4), and the default on CPUs without float16 arithmetic: the region enables
+// the CPU autocast key with its dtype left at bfloat16 and sets the thread-local emulation flag
+// that the lower-precision kernels read; results are exactly Half-representable, overflow to inf
+// above 65504 and flush to 0 below 6e-8, in forward and backward, so GradScaler is exercised on CPU.
 // Emulated casts are not cached (the cast cache holds only LibTorch's bfloat16 casts).
 //
 // Rules for callers, as for torch.autocast:

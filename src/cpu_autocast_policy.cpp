@@ -9,8 +9,11 @@
 #include <c10/util/Exception.h>
 #include <torch/library.h>
 
+#include <initializer_list>
 #include <optional>
 #include <string>
+
+#include "torch_compat.h"
 
 namespace otf {
 namespace {
@@ -39,7 +42,7 @@ at::Tensor cast_to_lower_precision(const at::Tensor& tensor) {
     // Only dense tensors: mkldnn/sparse layouts have no Half round trip worth emulating here.
     return tensor.layout() == c10::kStrided ? round_through_half(tensor) : tensor;
   }
-  const c10::ScalarType lower = at::autocast::get_autocast_cpu_dtype();
+  const c10::ScalarType lower = torch_compat::autocast_dtype(kCpu);
   if (c10::GradMode::is_enabled()) return at::autocast::cached_cast(lower, tensor, kCpu);
   // A cast made with grad mode off has no grad_fn; LibTorch would cache it anyway and hand it to
   // the next training forward in the same region, silently dropping gradients (pytorch#65766,
@@ -126,12 +129,6 @@ void autocast_cpu_kernel(const c10::OperatorHandle& op, torch::jit::Stack* stack
   }
 }
 
-class SilentWarningHandler : public c10::WarningHandler {
- public:
-  void process(const c10::SourceLocation& /*source_location*/, const std::string& /*msg*/,
-               const bool /*verbatim*/) override {}
-};
-
 template <CastPolicy policy>
 void register_policy(torch::Library& library, const std::vector<std::string_view>& ops) {
   for (const std::string_view op : ops) {
@@ -144,8 +141,8 @@ torch::Library register_cpu_autocast_kernels() {
   // Replacing LibTorch's AutocastCPU kernels makes OperatorEntry::registerKernel TORCH_WARN
   // "Overriding a previously registered kernel" once per op; the override is intended, so the
   // warning is swallowed for this registration only (the handler is restored afterwards).
-  SilentWarningHandler silent;
-  const c10::Warning::WarningHandlerGuard silence(&silent);
+  torch_compat::CallbackWarningHandler silent([](const std::string& /*message*/) {});
+  const torch_compat::WarningHandlerGuard silence(&silent);
   torch::Library library(torch::Library::IMPL, "aten", c10::DispatchKey::AutocastCPU, __FILE__,
                          __LINE__);
   register_policy<CastPolicy::LowerPrecision>(library, cpu_lower_precision_ops());
@@ -165,6 +162,18 @@ bool is_cpu_fp16_emulation_enabled() { return fp16_emulation_enabled; }
 
 void set_cpu_fp16_emulation_enabled(bool enabled) { fp16_emulation_enabled = enabled; }
 
+namespace {
+
+// `ops` followed, on a LibTorch that still has them, by the named-dimension overloads
+// (torch_compat.h: removed in 2.x).
+std::vector<std::string_view> with_named_overloads(std::vector<std::string_view> ops,
+                                                   std::initializer_list<std::string_view> named) {
+  if (torch_compat::has_named_dimension_overloads()) ops.insert(ops.end(), named);
+  return ops;
+}
+
+}  // namespace
+
 // The lists are grouped by kind (docs/design.md §7.2).
 // clang-format off
 const std::vector<std::string_view>& cpu_lower_precision_ops() {
@@ -176,26 +185,34 @@ const std::vector<std::string_view>& cpu_lower_precision_ops() {
 }
 
 const std::vector<std::string_view>& cpu_float32_ops() {
-  static const std::vector<std::string_view> ops{
-      // reductions (CUDA: fp32_set_opt_dtype), mean added: energies are means and sums
-      "sum", "sum.dim_IntList", "sum.dim_DimnameList", "mean", "mean.dim", "mean.names_dim",
-      "cumsum", "cumsum.dimname", "cumprod", "cumprod.dimname", "softmax.int", "softmax.Dimname",
-      "log_softmax.int", "log_softmax.Dimname", "logsumexp", "logsumexp.names",
-      // norms (CUDA: fp32 and fp32_append_dtype)
-      "norm.Scalar", "norm.ScalarOpt_dim", "norm.names_ScalarOpt_dim", "frobenius_norm",
-      "frobenius_norm.dim", "nuclear_norm", "nuclear_norm.dim", "layer_norm", "native_layer_norm",
-      "group_norm", "cosine_similarity", "dist", "pdist", "renorm",
-      // range-sensitive math (CUDA: fp32)
-      "acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", "log2", "log1p",
-      "reciprocal", "rsqrt", "sinh", "tan", "pow.Tensor_Scalar", "pow.Tensor_Tensor", "pow.Scalar",
-      "softplus"};
+  static const std::vector<std::string_view> ops = [] {
+    auto listed = with_named_overloads(
+        {// reductions (CUDA: fp32_set_opt_dtype), mean added: energies are means and sums
+         "sum", "sum.dim_IntList", "mean", "mean.dim", "cumsum", "cumprod", "softmax.int",
+         "log_softmax.int", "logsumexp",
+         // norms (CUDA: fp32 and fp32_append_dtype)
+         "norm.Scalar", "norm.ScalarOpt_dim", "frobenius_norm.dim", "nuclear_norm",
+         "nuclear_norm.dim", "layer_norm", "native_layer_norm", "group_norm", "cosine_similarity",
+         "dist", "pdist", "renorm",
+         // range-sensitive math (CUDA: fp32)
+         "acos", "asin", "cosh", "erfinv", "exp", "expm1", "log", "log10", "log2", "log1p",
+         "reciprocal", "rsqrt", "sinh", "tan", "pow.Tensor_Scalar", "pow.Tensor_Tensor",
+         "pow.Scalar", "softplus",
+         // LibTorch 1.13 keeps conv_transpose in float32 on CPU, 2.x lowers it: listed so that it
+         // stays float32 with every LibTorch (torch_compat.h)
+         "conv_transpose1d", "conv_transpose2d.input", "conv_transpose3d.input"},
+        {"sum.dim_DimnameList", "mean.names_dim", "cumsum.dimname", "cumprod.dimname",
+         "softmax.Dimname", "log_softmax.Dimname", "logsumexp.names", "norm.names_ScalarOpt_dim"});
+    if (torch_compat::has_frobenius_norm_without_dim()) listed.push_back("frobenius_norm");
+    return listed;
+  }();
   return ops;
 }
 
 const std::vector<std::string_view>& cpu_promote_ops() {
-  static const std::vector<std::string_view> ops{
-      "cross", "dot", "index_put", "scatter_add", "scatter_add.dimname",
-      "index_add", "index_add.dimname"};
+  static const std::vector<std::string_view> ops = with_named_overloads(
+      {"cross", "dot", "index_put", "scatter_add", "index_add"},
+      {"scatter_add.dimname", "index_add.dimname"});
   return ops;
 }
 // clang-format on

@@ -16,8 +16,9 @@ namespace otf {
 // dispatcher tables should not change while other threads dispatch.
 //
 // The kernels act only while LibTorch's CPU autocast is enabled on the calling thread
-// (at::autocast::is_cpu_enabled()), whoever enabled it; with the fp16 emulation flag off they
-// behave like LibTorch's bfloat16 policy plus the float32 and promote lists below.
+// (torch_compat::is_autocast_enabled(kCPU)), whoever enabled it; with the fp16 emulation flag off
+// they cast to the CPU autocast dtype (bfloat16, or float16 in native mode, cpu_float16_mode.h)
+// like LibTorch's own policy, plus the float32 and promote lists below.
 void install_cpu_autocast_policy();
 
 // Thread-local switch read by the lower-precision kernels, set by AutocastRegion for a CPU
@@ -31,11 +32,13 @@ void set_cpu_fp16_emulation_enabled(bool enabled);
 // The schema names ("mm", "conv1d.padding", in namespace aten) each policy is registered for;
 // the table in autocast_region.h says what they mean. Only functional overloads are listed:
 // in-place and out= variants are never autocast (docs/design.md §7.2, A8), so e.g. "sum" covers
-// sum, sum.dim_IntList and sum.dim_DimnameList but not sum.IntList_out.
+// sum and sum.dim_IntList (and sum.dim_DimnameList where LibTorch still has named-dimension
+// overloads, torch_compat.h) but not sum.IntList_out.
 //   lower precision: exactly LibTorch 1.13's CPU lower_precision_fp list
 //                    (docs/design.md §7.2);
 //   float32:         CUDA's fp32 and fp32_set_opt_dtype/fp32_append_dtype lists for ops that
-//                    have no AutocastCPU kernel in 1.13, plus mean (docs/design.md §7.2);
+//                    have no AutocastCPU kernel in 1.13, plus mean and conv_transpose (float32
+//                    in 1.13's CPU policy, kept so with 2.x) (docs/design.md §7.2);
 //   promote:         CUDA's promote ops whose CPU kernels reject mixed dtypes, plus index_add
 //                    (docs/design.md §7.8, pitfall 2).
 const std::vector<std::string_view>& cpu_lower_precision_ops();

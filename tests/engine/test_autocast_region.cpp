@@ -19,6 +19,7 @@
 
 #include "autocast_region.h"
 #include "cpu_autocast_policy.h"
+#include "torch_compat.h"
 
 namespace {
 
@@ -58,10 +59,10 @@ AutocastState current_state() {
   // LibTorch exposes the nesting depth only through increment/decrement.
   const int nesting = at::autocast::increment_nesting() - 1;
   at::autocast::decrement_nesting();
-  return {at::autocast::is_cpu_enabled(),
-          at::autocast::is_enabled(),
-          at::autocast::get_autocast_cpu_dtype(),
-          at::autocast::get_autocast_gpu_dtype(),
+  return {otf::torch_compat::is_autocast_enabled(c10::DeviceType::CPU),
+          otf::torch_compat::is_autocast_enabled(c10::DeviceType::CUDA),
+          otf::torch_compat::autocast_dtype(c10::DeviceType::CPU),
+          otf::torch_compat::autocast_dtype(c10::DeviceType::CUDA),
           at::autocast::is_autocast_cache_enabled(),
           otf::is_cpu_fp16_emulation_enabled(),
           nesting};
@@ -145,13 +146,15 @@ TEST(CpuAutocastPolicyInstall, EveryListedOpExistsAndHasAnAutocastCpuKernel) {
 
 TEST_F(AutocastRegionTest, A1DefaultsAndA2NoNativeCpuHalfYetAFloat16RegionEnters) {
   EXPECT_EQ(current_state(), kDefaultState);
-  try {
-    at::autocast::set_autocast_cpu_dtype(at::kHalf);
-    ADD_FAILURE() << "LibTorch 1.13 accepted Half as the CPU autocast dtype";
-  } catch (const c10::Error& error) {
-    EXPECT_NE(std::string(error.what())
-                  .find("Currently, AutocastCPU only support Bfloat16 as the autocast_cpu_dtype"),
-              std::string::npos);
+  if (!otf::torch_compat::has_native_cpu_float16_autocast()) {
+    try {
+      otf::torch_compat::set_autocast_dtype(c10::DeviceType::CPU, at::kHalf);
+      ADD_FAILURE() << "LibTorch 1.13 accepted Half as the CPU autocast dtype";
+    } catch (const c10::Error& error) {
+      EXPECT_NE(std::string(error.what())
+                    .find("Currently, AutocastCPU only support Bfloat16 as the autocast_cpu_dtype"),
+                std::string::npos);
+    }
   }
   AutocastRegion region(kCpu, Precision::Float16);
   const AutocastState inside = current_state();
@@ -174,7 +177,7 @@ TEST_F(AutocastRegionTest, EnterSetsStateAndExitRestoresIt) {
   EXPECT_EQ(current_state(), kDefaultState);
   // Re-entering the same object once per batch, as the mixed-precision hook does.
   region.enter();
-  EXPECT_TRUE(at::autocast::is_cpu_enabled());
+  EXPECT_TRUE(otf::torch_compat::is_autocast_enabled(c10::DeviceType::CPU));
   region.exit();
 }
 
@@ -553,7 +556,7 @@ TEST_F(AutocastRegionTest, A9DisabledRegionInsideAnEnabledOne) {
     const auto before = at::linear(x, w);
     {
       AutocastRegion off = AutocastRegion::disabled(kCpu);
-      EXPECT_FALSE(at::autocast::is_cpu_enabled());
+      EXPECT_FALSE(otf::torch_compat::is_autocast_enabled(c10::DeviceType::CPU));
       EXPECT_FALSE(otf::is_cpu_fp16_emulation_enabled());
       const auto y = at::linear(x, w);
       EXPECT_EQ(y.scalar_type(), at::kFloat);
@@ -573,9 +576,9 @@ TEST_F(AutocastRegionTest, A9DisabledRegionInsideAnEnabledOne) {
   AutocastRegion cuda(kCuda, Precision::Float16);
   {
     AutocastRegion off = AutocastRegion::disabled(kCuda);
-    EXPECT_FALSE(at::autocast::is_enabled());
+    EXPECT_FALSE(otf::torch_compat::is_autocast_enabled(c10::DeviceType::CUDA));
   }
-  EXPECT_TRUE(at::autocast::is_enabled());
+  EXPECT_TRUE(otf::torch_compat::is_autocast_enabled(c10::DeviceType::CUDA));
 }
 
 // ----- A10 and pitfalls 7/8: the cast cache -----------------------------------------------------
@@ -589,7 +592,8 @@ const torch::autograd::Node* cast_node(const at::Tensor& result, size_t index) {
 TEST_F(AutocastRegionTest, A10CacheHitsForLeafWeightsOnlyAndIsClearedAtOutermostExit) {
   const auto x = torch::randn({3, 4});
   const auto w = torch::randn({4, 5}).requires_grad_();
-  std::shared_ptr<torch::autograd::Node> first_cast;  // keeps the node alive across regions
+  // Keeps the node alive across regions (a shared_ptr in 1.13, an intrusive_ptr in 2.x).
+  decltype(torch::autograd::Edge::function) first_cast;
   {
     AutocastRegion outer(kCpu, Precision::BFloat16);
     const auto y1 = at::mm(x, w);
@@ -694,9 +698,10 @@ TEST_F(AutocastRegionTest, A13CudaRegionLeavesCpuTensorsAlone) {
   const auto w = torch::randn({5, 4});
   for (const Precision precision : {Precision::BFloat16, Precision::Float16}) {
     AutocastRegion region(kCuda, precision);
-    EXPECT_TRUE(at::autocast::is_enabled());
-    EXPECT_EQ(at::autocast::get_autocast_gpu_dtype(), otf::to_scalar_type(precision));
-    EXPECT_FALSE(at::autocast::is_cpu_enabled());
+    EXPECT_TRUE(otf::torch_compat::is_autocast_enabled(c10::DeviceType::CUDA));
+    EXPECT_EQ(otf::torch_compat::autocast_dtype(c10::DeviceType::CUDA),
+              otf::to_scalar_type(precision));
+    EXPECT_FALSE(otf::torch_compat::is_autocast_enabled(c10::DeviceType::CPU));
     EXPECT_FALSE(otf::is_cpu_fp16_emulation_enabled());
     const auto y = at::linear(x, w);
     EXPECT_EQ(y.scalar_type(), at::kFloat);

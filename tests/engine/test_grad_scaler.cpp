@@ -22,6 +22,8 @@
 #include <utility>
 #include <vector>
 
+#include "torch_compat.h"
+
 namespace {
 
 using otf::GradScaler;
@@ -135,11 +137,11 @@ bool run_tiny_iteration(GradScaler& scaler, TinyProblem& problem, bool inject_in
 class CpuBf16AutocastRegion {
  public:
   CpuBf16AutocastRegion()
-      : previous_enabled_(at::autocast::is_cpu_enabled()),
-        previous_dtype_(at::autocast::get_autocast_cpu_dtype()),
+      : previous_enabled_(otf::torch_compat::is_autocast_enabled(c10::DeviceType::CPU)),
+        previous_dtype_(otf::torch_compat::autocast_dtype(c10::DeviceType::CPU)),
         previous_cache_enabled_(at::autocast::is_autocast_cache_enabled()) {
-    at::autocast::set_cpu_enabled(true);
-    at::autocast::set_autocast_cpu_dtype(at::kBFloat16);
+    otf::torch_compat::set_autocast_enabled(c10::DeviceType::CPU, true);
+    otf::torch_compat::set_autocast_dtype(c10::DeviceType::CPU, at::kBFloat16);
     at::autocast::increment_nesting();
     at::autocast::set_autocast_cache_enabled(true);
   }
@@ -147,8 +149,8 @@ class CpuBf16AutocastRegion {
     if (at::autocast::decrement_nesting() == 0) {
       at::autocast::clear_cache();
     }
-    at::autocast::set_cpu_enabled(previous_enabled_);
-    at::autocast::set_autocast_cpu_dtype(previous_dtype_);
+    otf::torch_compat::set_autocast_enabled(c10::DeviceType::CPU, previous_enabled_);
+    otf::torch_compat::set_autocast_dtype(c10::DeviceType::CPU, previous_dtype_);
     at::autocast::set_autocast_cache_enabled(previous_cache_enabled_);
   }
   CpuBf16AutocastRegion(const CpuBf16AutocastRegion&) = delete;
@@ -899,7 +901,7 @@ std::vector<torch::Tensor> adam_state_tensors(const torch::optim::Adam& optimize
   steps.clear();
   for (const torch::Tensor& parameter : model->parameters()) {
     const auto& state = static_cast<const torch::optim::AdamParamState&>(
-        *optimizer.state().at(c10::guts::to_string(parameter.unsafeGetTensorImpl())));
+        *optimizer.state().at(otf::torch_compat::optimizer_state_key(parameter)));
     tensors.push_back(state.exp_avg().clone());
     tensors.push_back(state.exp_avg_sq().clone());
     steps.push_back(state.step());
@@ -959,7 +961,7 @@ TEST(GradScaler, SkippedStepLeavesParametersAndSgdMomentumBitwiseUnchanged) {
     for (const torch::Tensor& parameter : model->parameters()) {
       buffers.push_back(
           static_cast<const torch::optim::SGDParamState&>(
-              *optimizer.state().at(c10::guts::to_string(parameter.unsafeGetTensorImpl())))
+              *optimizer.state().at(otf::torch_compat::optimizer_state_key(parameter)))
               .momentum_buffer()
               .clone());
     }
@@ -1041,7 +1043,8 @@ TEST(ScalingCase, Bf16AutocastTrainingStaysCloseToFp32Control) {
   for (const bool enabled : {true, false}) {
     const ScalingCaseResult result = run_scaling_case(run_autocast, enabled);
     EXPECT_TRUE(forward_ran_in_bf16);
-    EXPECT_FALSE(at::autocast::is_cpu_enabled());  // the region restored the state
+    EXPECT_FALSE(otf::torch_compat::is_autocast_enabled(
+        c10::DeviceType::CPU));  // the region restored the state
     if (enabled) {
       EXPECT_EQ(result.scaling_log.scales_after_update, std::vector<double>({256, 512, 256, 512}));
       EXPECT_EQ(result.scaling_log.stepped, std::vector<bool>({true, true, false, true}));

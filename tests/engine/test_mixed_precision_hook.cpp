@@ -20,6 +20,7 @@
 #include "grad_scaler.h"
 #include "mixed_precision_hook.h"
 #include "precision.h"
+#include "torch_compat.h"
 #include "training_test_support.h"
 #include "training_update_orchestrator.h"
 
@@ -50,9 +51,9 @@ bool contains(const std::string& text, const std::string& fragment) {
 // What autocast does on this thread's CPU: nothing, or the precision it runs matmuls in (float16
 // is LibTorch's bfloat16 key plus the emulation flag, autocast_region.h).
 std::optional<Precision> cpu_autocast_precision() {
-  if (!at::autocast::is_cpu_enabled()) return std::nullopt;
+  if (!otf::torch_compat::is_autocast_enabled(c10::DeviceType::CPU)) return std::nullopt;
   if (otf::is_cpu_fp16_emulation_enabled()) return Precision::Float16;
-  return otf::precision_from_dtype(at::autocast::get_autocast_cpu_dtype());
+  return otf::precision_from_dtype(otf::torch_compat::autocast_dtype(c10::DeviceType::CPU));
 }
 
 std::optional<Precision> expected_autocast(Precision precision) {
@@ -60,11 +61,11 @@ std::optional<Precision> expected_autocast(Precision precision) {
   return precision;
 }
 
-class CapturingWarningHandler final : public c10::WarningHandler {
+class CapturingWarningHandler final : public otf::torch_compat::CallbackWarningHandler {
  public:
-  void process(const c10::SourceLocation&, const std::string& message, const bool) override {
-    messages.push_back(message);
-  }
+  CapturingWarningHandler()
+      : CallbackWarningHandler(
+            [this](const std::string& message) { messages.push_back(message); }) {}
   std::vector<std::string> messages;
 };
 
@@ -169,7 +170,7 @@ TEST(MixedPrecisionHookExclusivity, AnotherDoBackwardClaimantIsRejected) {
 TEST(MixedPrecisionHookTraining, OneStepCompletesCleanlyInEveryPrecisionWithoutWarnings) {
   for (const Precision precision : kAllPrecisions) {
     CapturingWarningHandler warnings;
-    c10::Warning::WarningHandlerGuard guard(&warnings);
+    otf::torch_compat::WarningHandlerGuard guard(&warnings);
     auto mp = std::make_shared<MixedPrecisionHook>(precision);
     TrainingStrategy strategy(linear_options({mp}));
     const auto weights = otf::testing::clones(strategy.models().at("main")->parameters());
@@ -226,7 +227,8 @@ TEST(MixedPrecisionHookTraining, AutocastIsOnFromBeforeBatchUntilInsideDoBackwar
         {"AFTER_OPTIMIZER_STEP", std::nullopt},
         {"AFTER_BATCH", std::nullopt}};
     EXPECT_EQ(seen, expected) << precision;
-    EXPECT_FALSE(at::autocast::is_cpu_enabled()) << "nothing leaks out of the run";
+    EXPECT_FALSE(otf::torch_compat::is_autocast_enabled(c10::DeviceType::CPU))
+        << "nothing leaks out of the run";
     if (precision == Precision::Float32) {
       EXPECT_EQ(mp->grad_scaler(), nullptr) << "float32 creates no scaler";
     }
@@ -250,7 +252,7 @@ TEST(MixedPrecisionHookTraining, DrivenDirectlyTheRegionIsEnteredOnceAndTheScale
   ctx.grad_scaler = nullptr;
   const otf::UpdateResult result = hook.call(ctx, TrainingStage::DoBackward, false);
   EXPECT_FALSE(hook.autocast_active());
-  EXPECT_FALSE(at::autocast::is_cpu_enabled());
+  EXPECT_FALSE(otf::torch_compat::is_autocast_enabled(c10::DeviceType::CPU));
   EXPECT_EQ(result.loss.item<double>(), 0.5 * 65536.0) << "the scaled loss";
   EXPECT_EQ(ctx.grad_scaler, scaler) << "set again at DO_BACKWARD";
   EXPECT_EQ(hook.grad_scaler(), scaler) << "one scaler per hook";
@@ -265,7 +267,7 @@ TEST(MixedPrecisionHookTraining, AFailedBatchDoesNotLeaveAutocastOnInsideAnOuter
   TrainingStrategy::Scope session(strategy);  // as the LAMMPS fix holds one for a whole run
   EXPECT_THROW(strategy.train_batch(linear_batches(1)[0]), std::runtime_error);
   EXPECT_TRUE(strategy.is_entered());
-  EXPECT_FALSE(at::autocast::is_cpu_enabled());
+  EXPECT_FALSE(otf::torch_compat::is_autocast_enabled(c10::DeviceType::CPU));
   EXPECT_FALSE(mp->autocast_active());
 }
 
@@ -589,7 +591,7 @@ TEST(MixedPrecisionHookLifecycle, ExitKeepsTheScalerAndLeavesAnActiveRegion) {
   TrainingStrategy strategy(std::move(options));
   EXPECT_THROW(strategy.run(linear_batches(1)), std::runtime_error);
   EXPECT_FALSE(mp->autocast_active()) << "the strategy's exit exits the region";
-  EXPECT_FALSE(at::autocast::is_cpu_enabled());
+  EXPECT_FALSE(otf::torch_compat::is_autocast_enabled(c10::DeviceType::CPU));
   EXPECT_FALSE(otf::is_cpu_fp16_emulation_enabled());
   ASSERT_NE(mp->grad_scaler(), nullptr) << "kept (unlike the reference) for checkpoints";
   otf::GradScaler* const scaler = mp->grad_scaler();
@@ -606,7 +608,7 @@ TEST(MixedPrecisionHookLifecycle, InferenceRegionFollowsThePrecisionAndNeverTouc
       const otf::AutocastRegion region = hook.inference_region(c10::Device(c10::kCPU));
       EXPECT_EQ(cpu_autocast_precision(), expected_autocast(precision)) << precision;
     }
-    EXPECT_FALSE(at::autocast::is_cpu_enabled());
+    EXPECT_FALSE(otf::torch_compat::is_autocast_enabled(c10::DeviceType::CPU));
     EXPECT_EQ(hook.grad_scaler(), nullptr);
   }
 }
@@ -622,7 +624,7 @@ TEST(MixedPrecisionHookLifecycle, ValidationRunsInTheInferenceRegion) {
   EXPECT_EQ(seen,
             (std::vector<std::optional<Precision>>{Precision::BFloat16, Precision::BFloat16}));
   EXPECT_TRUE(std::isfinite(summary.at("total_loss")));
-  EXPECT_FALSE(at::autocast::is_cpu_enabled());
+  EXPECT_FALSE(otf::torch_compat::is_autocast_enabled(c10::DeviceType::CPU));
 }
 
 TEST(MixedPrecisionHookLifecycle, CheckpointsTheGradScalerState) {

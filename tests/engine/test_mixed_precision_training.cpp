@@ -12,6 +12,7 @@
 #include "autocast_region.h"
 #include "grad_scaler.h"
 #include "precision.h"
+#include "torch_compat.h"
 
 namespace {
 
@@ -95,7 +96,7 @@ bool bitwise_equal(const std::vector<torch::Tensor>& a, const std::vector<torch:
 std::vector<torch::Tensor> adam_state(const torch::optim::Adam& optimizer, Network& network) {
   std::vector<torch::Tensor> state;
   for (const auto& p : network.parameters()) {
-    const auto it = optimizer.state().find(c10::guts::to_string(p.unsafeGetTensorImpl()));
+    const auto it = optimizer.state().find(otf::torch_compat::optimizer_state_key(p));
     if (it == optimizer.state().end()) continue;
     const auto& s = static_cast<const torch::optim::AdamParamState&>(*it->second);
     state.push_back(s.exp_avg());

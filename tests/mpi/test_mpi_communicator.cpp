@@ -31,6 +31,7 @@
 #include "grad_scaler.h"
 #include "mixed_precision_hook.h"
 #include "precision.h"
+#include "torch_compat.h"
 #include "training_strategy.h"
 
 namespace {
@@ -506,7 +507,7 @@ std::vector<torch::Tensor> adam_moments(const torch::optim::Adam& optimizer,
   std::vector<torch::Tensor> moments;
   for (const auto& parameter : parameters) {
     const auto found =
-        optimizer.state().find(c10::guts::to_string(parameter.unsafeGetTensorImpl()));
+        optimizer.state().find(otf::torch_compat::optimizer_state_key(parameter));
     if (found == optimizer.state().end()) continue;
     const auto& state = static_cast<const torch::optim::AdamParamState&>(*found->second);
     moments.push_back(state.exp_avg());

@@ -225,7 +225,9 @@ TEST(ModelSpecErrors, Hyperparameters) {
 
 TEST(ModelSpecErrors, LongValuesAreShortened) {
   json huge = json::array();
-  for (int i = 0; i < 1000; ++i) huge.push_back("X" + std::to_string(i));
+  // Digits only: g++ 12 at -O3 in C++20 flags "X" + std::to_string(i) with a false
+  // -Wstringop-overflow (GCC bug 105329).
+  for (int i = 0; i < 1000; ++i) huge.push_back(std::to_string(100000 + i));
   huge.push_back(1);
   try {
     model_spec_from_json(with("elements", huge));
