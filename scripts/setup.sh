@@ -5,14 +5,14 @@
 #                              then the LAMMPS integration tests against each release of OTF_TEST_LAMMPS
 #   scripts/setup.sh build     the same, stopping after the build
 # Configuration (README "Supported versions"):
-#   OTF_CONFIG     debian12 (default for now): LAMMPS 29 Sep 2021, Kokkos 3.4 and LibTorch 1.13, all
-#                  from Debian 12; current: LAMMPS 4 Feb 2025 with KOKKOS (Kokkos 4.6.01) and Debian's
-#                  LibTorch until LibTorch 2.x (branch torch2, scripts/fetch-libtorch.sh) is merged
+#   OTF_CONFIG     current (default): LAMMPS 4 Feb 2025 (with KOKKOS, Kokkos 4.6.01, where its source
+#                  can be had: scripts/build-kokkos.sh) and LibTorch 2.15.0 from PyPI;
+#                  debian12: LAMMPS 29 Sep 2021, Kokkos 3.4 and LibTorch 1.13, all from Debian 12
 #   OTF_LAMMPS     2021 | 2025 | 2026, overrides the configuration's LAMMPS (scripts/lammps-config.sh)
 #   OTF_LIBTORCH   debian | 2.15.0, overrides the configuration's LibTorch (2.x: CPU LibTorch from
 #                  PyPI's torch wheel, scripts/fetch-libtorch.sh; OTF_TORCH_WHEELS: downloaded wheels)
-#   OTF_TEST_LAMMPS  releases whose integration tests `test` also runs, e.g. "2025 2026" (default: none
-#                  yet; they become the default once their suites pass, issue 15)
+#   OTF_TEST_LAMMPS  releases whose LAMMPS integration tests `test` also runs, built against the same
+#                  LibTorch (default with current: "2021 2026"; with debian12: none; "" for none)
 # Environment: OTF_TORCH_CACHE (cache folder, default ~/.cache/otf-torch), OTF_BUILD_DIR (default build),
 #              OTF_BUILD_JOBS (default: all cores), OTF_CMAKE_ARGS (extra arguments for the project's CMake),
 #              OTF_KOKKOS_SOURCE (a Kokkos release tarball, see scripts/build-kokkos.sh).
@@ -25,9 +25,9 @@ case "$action" in example|test|build) ;; *) echo "usage: $0 example|test|build" 
 say() { echo "== OTF-Torch setup: $*" >&2; }
 as_root() { if [[ $(id -u) -eq 0 ]]; then "$@"; else sudo "$@"; fi; }
 
-case "${OTF_CONFIG:=debian12}" in
-  current) default_lammps=2025 default_libtorch=debian ;;
-  debian12) default_lammps=2021 default_libtorch=debian ;;
+case "${OTF_CONFIG:=current}" in
+  current) default_lammps=2025 default_libtorch=2.15.0 default_matrix="2021 2026" ;;
+  debian12) default_lammps=2021 default_libtorch=debian default_matrix="" ;;
   *) echo "OTF_CONFIG=$OTF_CONFIG: accepted values are current and debian12" >&2; exit 2 ;;
 esac
 export OTF_LAMMPS=${OTF_LAMMPS:-$default_lammps}
@@ -37,7 +37,7 @@ case "$libtorch" in debian | 2.*) ;; *)
 esac
 matrix=()
 if [[ $action == test ]]; then
-  read -r -a matrix <<<"${OTF_TEST_LAMMPS-}"
+  read -r -a matrix <<<"${OTF_TEST_LAMMPS-$default_matrix}"
 fi
 
 # LibTorch's float32 needs OpenBLAS (the OpenMP variant obeys the per-rank thread count) instead of
