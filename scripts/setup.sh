@@ -122,7 +122,7 @@ lammps_prefix=$(lammps_prefix_for "$OTF_LAMMPS")
 build_dir=${OTF_BUILD_DIR:-$OTF_ROOT/build}
 # Headers of LAMMPS 4 Jul 2026 and Kokkos 5.2 for the otf/kk compile checks (tests/CMakeLists.txt).
 kk_headers_args=()
-if kk_headers=$("$OTF_ROOT/scripts/check-otf-kk-compile.sh" prepare | tail -n 1); then
+if kk_headers=$(bash "$OTF_ROOT/scripts/check-otf-kk-compile.sh" prepare | tail -n 1); then
   kk_headers_args=(-DOTF_KK_HEADERS="$kk_headers")
 else
   say "WARNING: no LAMMPS 2026 / Kokkos 5.2 headers: the otf/kk compile checks are left out"
