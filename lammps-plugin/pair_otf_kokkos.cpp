@@ -114,6 +114,11 @@ template <class DeviceType> PairOTFKokkos<DeviceType>::~PairOTFKokkos()
 
 template <class DeviceType> void PairOTFKokkos<DeviceType>::init_style()
 {
+  // First: the other checks below read the views' layouts, which mean nothing in single precision.
+  if constexpr (!views_are_double<DeviceType>())
+    error->all(FLERR, "pair_style otf/kk needs the KOKKOS package in double precision "
+                      "(LAMMPS built with -D KOKKOS_PREC=double, the default); this LAMMPS keeps "
+                      "positions or forces in single precision");
   // The model goes where this style's execution space runs: the CPU for host spaces, the GPU of
   // this rank for Cuda (a LibTorch without CUDA is a clear error here, not a misread pointer).
   const bool on_host = std::is_same<DeviceType, LMPHostType>::value;
@@ -136,10 +141,6 @@ template <class DeviceType> void PairOTFKokkos<DeviceType>::init_style()
     utils::logmesg(lmp, "pair_style otf/kk: Kokkos {} space, model on {}, {} evaluation\n",
                    kokkos_execution_space_name(on_host), device,
                    resident_evaluation_ ? "resident (tensor)" : "host (in place)");
-  if constexpr (!views_are_double<DeviceType>())
-    error->all(FLERR, "pair_style otf/kk needs the KOKKOS package in double precision "
-                      "(LAMMPS built with -D KOKKOS_PREC=double, the default); this LAMMPS keeps "
-                      "positions or forces in single precision");
   if (!force->newton_pair)
     error->all(FLERR, "pair_style otf/kk requires newton_pair on (the plain otf style handles "
                       "newton off)");
