@@ -5,13 +5,11 @@
    trainer.h) the rank's part of the current configuration through the one
    MD-to-model adaptor (potentials/md_system_adaptor.h), and a LAMMPS pair
    style as the reference (pair_style_reference.h). The trainer decides
-   what to label, trains and saves. The frame on one rank: the owned atoms
-   as centres, ghost forces folded onto the atoms they are images of. On
-   several ranks: the rank's owned atoms and, as centres that move them but
-   whose energies count elsewhere, the ghost atoms within the model cutoff
-   of an owned atom; the ghost cutoff is raised to 2 x cutoff + skin so that
-   those ghost centres have complete neighbourhoods
-   (potentials/potential_training.h).
+   what to label, trains and saves. A rank's part of a frame: its owned
+   atoms as centres and the ghost atoms around them, each ghost named by
+   the rank and centre index of the atom it is an image of (a forward
+   communication of those two numbers), so that the training layer hands
+   the ghosts' forces to their owners (potentials/potential_training.h).
 ------------------------------------------------------------------------- */
 
 #include "fix_otf_train.h"
@@ -84,12 +82,10 @@ class FixOTFTrain::FrameSource : public otf::MdFrameSource {
     const otf::MdAtoms atoms = md_atoms(atom);
     const otf::MdNeighborList neighbors = md_neighbor_list(fix_.list_);
     otf::FramePart frame;
-    frame.system = fix_.fold_images_
-        ? fix_.adaptor_.owned_centres_folding_images(atoms, neighbors, atom->tag)
-        : fix_.adaptor_.owned_and_nearby_ghost_centres(
-              atoms, neighbors, fix_.model_pair_->model_session().cutoff());
-    frame.center_energy_counts = fix_.adaptor_.center_energy_counts();
-    frame.force_owner = fix_.adaptor_.force_owner();
+    frame.system = fix_.adaptor_.owned_centres(atoms, neighbors);
+    fix_.share_owners();
+    frame.owner_rank = fix_.owner_rank_.data();
+    frame.owner_centre = fix_.owner_centre_.data();
     Domain *domain = fix_.domain;
     frame.volume = domain->xprd * domain->yprd * domain->zprd;
     frame.atoms_in_frame = static_cast<int64_t>(atom->natoms);
@@ -128,6 +124,7 @@ FixOTFTrain::FixOTFTrain(LAMMPS *lmp, int narg, char **arg) :
     frame_source_(std::make_unique<FrameSource>(*this))
 {
   vector_flag = 1;
+  comm_forward = 2;    // owner rank and centre index of each atom (share_owners)
   size_vector = kVectorSize;
   global_freq = 1;
   extvector = 0;
@@ -590,22 +587,18 @@ void FixOTFTrain::request_lists_and_ghosts()
   // The reference: its own neighbour list, at its own cutoff.
   const double reference_cutoff = pair_reference_ ? pair_reference_->init() : 0.0;
 
-  // The frame: a full list, with ghost neighbours too when ghost atoms are centres.
-  fold_images_ = comm->nprocs == 1 && atom->tag_enable;
-  otf_compat::request_full_fix_list(neighbor, this, instance_me, !fold_images_);
+  // The frame: a full list of the owned atoms (the centres).
+  otf_compat::request_full_fix_list(neighbor, this, instance_me, false);
 
   // The reference's own list needs ghosts out to its cutoff (LAMMPS sizes the ghost shell by
-  // the pair style's cutoff only), and ghost centres within the cutoff of an owned atom need
-  // every neighbour within the cutoff.
-  const double needed =
-      (fold_images_ ? reference_cutoff : std::max(2.0 * cutoff, reference_cutoff)) + neighbor->skin;
+  // the pair style's cutoff only); the model needs the pair style's shell, which it has.
+  const double needed = std::max(cutoff, reference_cutoff) + neighbor->skin;
   // LAMMPS' own ghost shell: the user's comm cutoff or the pair style's cutoff + skin.
   const double shell = std::max(comm->cutghostuser, force->pair->cutforce + neighbor->skin);
   if (shell < needed) {
     if (comm->me == 0 && !ghost_cutoff_warned_)
-      error->warning(FLERR, "fix otf/train: ghost cutoff raised to {} ({} + skin, as comm_modify "
-                            "cutoff does)", needed,
-                     fold_images_ ? "reference cutoff" : "max(2 x model cutoff, reference cutoff)");
+      error->warning(FLERR, "fix otf/train: ghost cutoff raised to {} (the reference's cutoff + "
+                            "skin, as comm_modify cutoff does)", needed);
     ghost_cutoff_warned_ = true;
     comm->cutghostuser = needed;
   }
@@ -764,6 +757,43 @@ void FixOTFTrain::copy_arrays(int i, int j, int /*delflag*/)
 {
   force_uncertainty_[j] = force_uncertainty_[i];
 }
+
+void FixOTFTrain::share_owners()
+{
+  const int nlocal = atom->nlocal;
+  const int nall = nlocal + atom->nghost;
+  owner_rank_.assign(nall, -1);
+  owner_centre_.assign(nall, -1);
+  const int *centre = adaptor_.centre_of_owned();
+  for (int i = 0; i < nlocal; i++) {
+    owner_rank_[i] = comm->me;
+    owner_centre_[i] = centre[i];
+  }
+  otf_compat::forward_comm_fix(comm, this);
+}
+
+/* ---------------------------------------------------------------------- */
+
+int FixOTFTrain::pack_forward_comm(int n, int *list, double *buf, int /*pbc_flag*/, int * /*pbc*/)
+{
+  for (int k = 0; k < n; k++) {
+    buf[2 * k] = owner_rank_[list[k]];
+    buf[2 * k + 1] = owner_centre_[list[k]];
+  }
+  return 2 * n;
+}
+
+/* ---------------------------------------------------------------------- */
+
+void FixOTFTrain::unpack_forward_comm(int n, int first, double *buf)
+{
+  for (int k = 0; k < n; k++) {
+    owner_rank_[first + k] = static_cast<int>(buf[2 * k]);
+    owner_centre_[first + k] = static_cast<int>(buf[2 * k + 1]);
+  }
+}
+
+/* ---------------------------------------------------------------------- */
 
 int FixOTFTrain::pack_exchange(int i, double *buf)
 {

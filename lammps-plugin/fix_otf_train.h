@@ -55,6 +55,8 @@ class FixOTFTrain : public Fix {
   void copy_arrays(int, int, int) override;
   int pack_exchange(int, double *) override;
   int unpack_exchange(int, double *) override;
+  int pack_forward_comm(int, int *, double *, int, int *) override;
+  void unpack_forward_comm(int, int, double *) override;
 
  private:
   class FrameSource;
@@ -65,6 +67,7 @@ class FixOTFTrain : public Fix {
   void create_pair_style_reference(int narg, char **arg);
   void find_model_pair();
   void request_lists_and_ghosts();
+  void share_owners();
   void create_trainer();
   void apply_restart();
   template <typename Body> void reporting_training_errors(Body &&body);
@@ -84,9 +87,10 @@ class FixOTFTrain : public Fix {
   class NeighList *list_ = nullptr;
   otf::MdSystemAdaptor adaptor_;
   std::vector<int64_t> ids_;
-  // One rank holds the whole frame: ghost forces are folded onto the atoms they are images of,
-  // instead of ghost centres (which need a ghost shell of 2 x cutoff).
-  bool fold_images_ = false;
+  // [nlocal + nghost]: the rank owning each atom and its centre index there (FramePart's
+  // owner_rank and owner_centre); the ghosts' entries come by forward communication.
+  std::vector<int> owner_rank_;
+  std::vector<int> owner_centre_;
   bool ghost_cutoff_warned_ = false;
   bool budget_stopped_run_ = false;    // this run was ended for the reference-call budget
   double *force_uncertainty_ = nullptr;    // per-atom array [nmax], migrates with the atoms

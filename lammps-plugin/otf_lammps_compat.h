@@ -36,7 +36,8 @@
 // - neighbour-request refactor (lammps/lammps#3159) and the Comm renames (#3148), 24 Mar 2022 in
 //   LAMMPS' Developer_updating notes: NeighRequest's members became protected,
 //   Neighbor::add_request(requestor, flags) and NeighRequest setters replace them;
-//   Comm::reverse_comm_pair(Pair *) became Comm::reverse_comm(Pair *).
+//   Comm::reverse_comm_pair(Pair *) became Comm::reverse_comm(Pair *) and
+//   Comm::forward_comm_fix(Fix *) Comm::forward_comm(Fix *).
 #define OTF_LAMMPS_NEIGH_REQUEST_API 20220324
 // - Neighbor::morph_unique adds the skin to a perpetual list's custom cutoff itself: present in
 //   4 Feb 2025; most likely first in 3 Aug 2022 (neigh/trim, #3341), not confirmed in a release
@@ -147,6 +148,16 @@ inline void reverse_comm_pair(Comm *comm, Pair *pair)
   comm->reverse_comm(pair);
 #else
   comm->reverse_comm_pair(pair);
+#endif
+}
+
+// Sends a fix's owned-atom data to the ghosts (Fix::pack_forward_comm).
+inline void forward_comm_fix(Comm *comm, Fix *fix)
+{
+#if OTF_LAMMPS_API_VERSION >= OTF_LAMMPS_NEIGH_REQUEST_API
+  comm->forward_comm(fix);
+#else
+  comm->forward_comm_fix(fix);
 #endif
 }
 

@@ -7,7 +7,6 @@
 #include <cstdint>
 #include <stdexcept>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "atomic_system.h"
@@ -51,66 +50,28 @@ class MdSystemAdaptor {
   // The list's inum centres as the pair styles evaluate them (energies of every centre count).
   const AtomicSystemView& listed_centres(const MdAtoms& atoms, const MdNeighborList& list);
 
-  // A rank's part of a training frame split over ranks: its owned atoms with a species, then the
-  // ghost atoms within `cutoff` of one of them, as centres (the list must have ghost entries);
-  // center_energy_counts() marks the owned ones (potentials/potential_training.h).
-  const AtomicSystemView& owned_and_nearby_ghost_centres(const MdAtoms& atoms,
-                                                         const MdNeighborList& list,
-                                                         double cutoff);
-
-  // A training frame held whole by one rank: its owned atoms with a species as centres, every
-  // ghost folded onto the owned atom it is a periodic image of (same id). Throws
-  // std::runtime_error for a ghost whose id no owned atom has.
-  template <typename Id>
-  const AtomicSystemView& owned_centres_folding_images(const MdAtoms& atoms,
-                                                       const MdNeighborList& list, const Id* ids);
+  // A rank's part of a training frame: its owned atoms with a species as centres, in atom order
+  // (the list needs no ghost entries). centre_of_owned() then gives each owned atom's centre index.
+  const AtomicSystemView& owned_centres(const MdAtoms& atoms, const MdNeighborList& list);
 
   const AtomicSystemView& view() const { return view_; }
-  // [centres]: 1 where the centre's energy counts on this rank (owned), 0 for ghost centres.
-  const unsigned char* center_energy_counts() const { return center_energy_counts_.data(); }
-  // [atoms]: the owned atom each atom's force belongs to; null unless folding images.
-  const int* force_owner() const { return folding_ ? force_owner_.data() : nullptr; }
+  // [num_local] after owned_centres: each owned atom's index among the centres, -1 for an atom
+  // of no species (what a training frame's owner_centre holds for it, training_session.h).
+  const int* centre_of_owned() const { return centre_of_owned_.data(); }
 
  private:
   void set_atoms(const MdAtoms& atoms);
-  void add_center(int atom, const MdNeighborList& list, int entry, bool energy_counts);
+  void add_center(int atom, const MdNeighborList& list, int entry);
   const AtomicSystemView& finish(const MdAtoms& atoms, const MdNeighborList& list);
-  const AtomicSystemView& owned_centres(const MdAtoms& atoms, const MdNeighborList& list);
-  // Owned atoms with a species, then ghosts marked in near_owned_, in atom order.
-  const AtomicSystemView& centres_in_atom_order(const MdAtoms& atoms, const MdNeighborList& list);
 
   std::vector<int> species_of_type_;
   std::vector<int> atom_species_;
   std::vector<int> centers_;
-  std::vector<unsigned char> center_energy_counts_;
   std::vector<int> center_neighbor_counts_;
   std::vector<const int*> center_neighbors_;
   std::vector<int> entry_of_atom_;
-  std::vector<unsigned char> near_owned_;
-  std::vector<int> force_owner_;
-  bool folding_ = false;
+  std::vector<int> centre_of_owned_;
   AtomicSystemView view_;
 };
-
-template <typename Id>
-const AtomicSystemView& MdSystemAdaptor::owned_centres_folding_images(const MdAtoms& atoms,
-                                                                      const MdNeighborList& list,
-                                                                      const Id* ids) {
-  const int nall = atoms.num_local + atoms.num_ghost;
-  std::unordered_map<Id, int> owned_by_id;
-  owned_by_id.reserve(static_cast<std::size_t>(atoms.num_local));
-  for (int i = 0; i < atoms.num_local; ++i) owned_by_id[ids[i]] = i;
-  force_owner_.resize(static_cast<std::size_t>(nall));
-  for (int i = 0; i < nall; ++i) {
-    const auto owner = owned_by_id.find(ids[i]);
-    if (owner == owned_by_id.end())
-      throw std::runtime_error("ghost atom " + std::to_string(i) + " (ID " +
-                               std::to_string(ids[i]) + ") is not an image of an owned atom");
-    force_owner_[static_cast<std::size_t>(i)] = owner->second;
-  }
-  owned_centres(atoms, list);
-  folding_ = true;
-  return view_;
-}
 
 }  // namespace otf

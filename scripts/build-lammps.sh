@@ -7,6 +7,8 @@ set -euo pipefail
 OTF_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 # shellcheck source=lammps-config.sh
 source "$OTF_ROOT/scripts/lammps-config.sh"
+# shellcheck source=debian-pool.sh
+source "$OTF_ROOT/scripts/debian-pool.sh"
 
 cache_root=${OTF_TORCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/otf-torch}
 export OTF_TORCH_CACHE=$cache_root
@@ -52,14 +54,7 @@ case "$LAMMPS_SOURCE" in
   pool:*)
     IFS=: read -r _ tarball checksum <<<"$LAMMPS_SOURCE"
     sources="$cache_root/sources"
-    mkdir -p "$sources"
-    if ! echo "$checksum  $sources/$tarball" | sha256sum --check --status 2>/dev/null; then
-      log "downloading $tarball from Debian's pool"
-      curl -fsSL --retry 3 -o "$sources/$tarball.part" "http://deb.debian.org/debian/pool/main/l/lammps/$tarball"
-      echo "$checksum  $sources/$tarball.part" | sha256sum --check --status ||
-        { log "$tarball does not match the sha256 of Debian's Sources index"; exit 1; }
-      mv "$sources/$tarball.part" "$sources/$tarball"
-    fi
+    fetch_from_debian_pool log l/lammps "$tarball" "$checksum" "$sources" || exit 1
     # 4 Feb 2025 unpacks into lammps-4Feb2025/, 4 Jul 2026 into the current folder.
     mkdir -p "$work/lammps-source"
     tar -xf "$sources/$tarball" -C "$work/lammps-source" ;;

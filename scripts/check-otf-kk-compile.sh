@@ -27,24 +27,13 @@ lammps_tarball=lammps_20260704+dfsg.orig.tar.gz
 lammps_sha256=cddbc45a047416bd48a4a0b87f24a5b61b3446982b74d18cafe619c22b17eb62
 headers=${OTF_KK_HEADERS:-$cache_root/otf-kk-headers-lammps20260704-kokkos5.2.2}
 
-# Downloads $2 from Debian's pool folder $1 into the cache's sources unless it is there with sha256 $3.
-fetch_from_pool() {
-  local folder=$1 file=$2 sha256=$3 sources=$cache_root/sources
-  mkdir -p "$sources"
-  if ! echo "$sha256  $sources/$file" | sha256sum --check --status 2>/dev/null; then
-    say "downloading $file from Debian's pool"
-    curl -fsSL --retry 3 -o "$sources/$file.part" "http://deb.debian.org/debian/pool/main/$folder/$file" ||
-      { say "$file is not in Debian's pool any more: update the pinned version in $0"; return 1; }
-    echo "$sha256  $sources/$file.part" | sha256sum --check --status ||
-      { say "$file does not match its pinned sha256"; return 1; }
-    mv "$sources/$file.part" "$sources/$file"
-  fi
-}
+# shellcheck source=debian-pool.sh
+source "$OTF_ROOT/scripts/debian-pool.sh"
 
 prepare() {
   if [[ -f $headers/.complete ]]; then echo "$headers"; return; fi
-  fetch_from_pool k/kokkos "$kokkos_deb" "$kokkos_deb_sha256"
-  fetch_from_pool l/lammps "$lammps_tarball" "$lammps_sha256"
+  fetch_from_debian_pool say k/kokkos "$kokkos_deb" "$kokkos_deb_sha256" "$cache_root/sources"
+  fetch_from_debian_pool say l/lammps "$lammps_tarball" "$lammps_sha256" "$cache_root/sources"
   rm -rf "$headers" "$headers.work"
   mkdir -p "$headers.work/deb" "$headers.work/lammps"
   dpkg -x "$cache_root/sources/$kokkos_deb" "$headers.work/deb"

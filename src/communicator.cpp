@@ -6,6 +6,15 @@
 
 namespace otf {
 
+std::vector<torch::Tensor> SingleProcessCommunicator::exchange_rows(
+    const std::vector<torch::Tensor>& send) {
+  if (send.size() != 1) {
+    throw std::invalid_argument("exchange_rows: one tensor per rank expected (1 rank, got " +
+                                std::to_string(send.size()) + ")");
+  }
+  return send;
+}
+
 void all_reduce_gradients(Communicator& communicator,
                           const std::vector<torch::Tensor>& parameters) {
   torch::NoGradGuard no_grad;

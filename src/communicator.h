@@ -26,6 +26,11 @@ class Communicator {
   virtual void broadcast(const std::vector<torch::Tensor>& tensors, int root) = 0;
   // Scalars, for metrics (validation errors, counts).
   virtual double all_reduce_sum(double value) = 0;
+  // Point-to-point rows: send[r] ([rows, width], any dtype, CPU or CUDA) goes to rank r, and the
+  // result's entry r is what rank r sent to this rank (on the device of the tensors sent). Every
+  // rank passes size() tensors of one dtype and width; only ranks with rows to move exchange
+  // messages (the halo exchange of frames split over ranks, potential_training.h).
+  virtual std::vector<torch::Tensor> exchange_rows(const std::vector<torch::Tensor>& send) = 0;
 };
 
 class SingleProcessCommunicator final : public Communicator {
@@ -36,6 +41,7 @@ class SingleProcessCommunicator final : public Communicator {
   void all_reduce_max(const std::vector<torch::Tensor>& /*tensors*/) override {}
   void broadcast(const std::vector<torch::Tensor>& /*tensors*/, int /*root*/) override {}
   double all_reduce_sum(double value) override { return value; }
+  std::vector<torch::Tensor> exchange_rows(const std::vector<torch::Tensor>& send) override;
 };
 
 // Sums the gradients of `parameters` over ranks (parameters without a gradient get a zero one

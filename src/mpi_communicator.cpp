@@ -4,6 +4,7 @@
 #include <array>
 #include <cstdint>
 #include <cstring>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <stdexcept>
@@ -359,6 +360,85 @@ double MpiCommunicator::all_reduce_sum(double value) {
   reduce_identically_on_every_rank(contributions.data(), size_, MPI_DOUBLE, sizeof(double), MPI_SUM,
                                    communicator_, size_);
   return contributions[0];
+}
+
+std::vector<torch::Tensor> MpiCommunicator::exchange_rows(const std::vector<torch::Tensor>& send) {
+  if (static_cast<int>(send.size()) != size_) {
+    throw std::invalid_argument("MpiCommunicator::exchange_rows: one tensor per rank expected (" +
+                                std::to_string(size_) + " ranks, got " + std::to_string(send.size()) +
+                                ")");
+  }
+  const torch::Tensor& own = send[static_cast<size_t>(rank_)];
+  if (!own.defined() || own.dim() != 2) {
+    throw std::invalid_argument("MpiCommunicator::exchange_rows: [rows, width] tensors expected");
+  }
+  const int64_t width = own.size(1);
+  const c10::ScalarType dtype = own.scalar_type();
+  const torch::Device device = own.device();
+  // Per destination: rows, width, dtype (what the receiver allocates and checks).
+  std::vector<int64_t> outgoing(3 * static_cast<size_t>(size_)), incoming(outgoing.size());
+  for (int r = 0; r < size_; ++r) {
+    const torch::Tensor& rows = send[static_cast<size_t>(r)];
+    if (!rows.defined() || rows.dim() != 2 || rows.size(1) != width || rows.scalar_type() != dtype) {
+      throw std::invalid_argument("MpiCommunicator::exchange_rows: the tensor for rank " +
+                                  std::to_string(r) + " is not [rows, " + std::to_string(width) +
+                                  "] " + dtype_name(dtype) + " like this rank's own");
+    }
+    outgoing[3 * static_cast<size_t>(r)] = rows.size(0);
+    outgoing[3 * static_cast<size_t>(r) + 1] = width;
+    outgoing[3 * static_cast<size_t>(r) + 2] = static_cast<int64_t>(dtype);
+  }
+  check_mpi(MPI_Alltoall(outgoing.data(), 3, MPI_INT64_T, incoming.data(), 3, MPI_INT64_T,
+                         communicator_),
+            "MPI_Alltoall (exchange_rows counts)");
+  for (int r = 0; r < size_; ++r) {
+    if (incoming[3 * static_cast<size_t>(r) + 1] != width ||
+        incoming[3 * static_cast<size_t>(r) + 2] != static_cast<int64_t>(dtype)) {
+      throw std::invalid_argument("MpiCommunicator::exchange_rows: rank " + std::to_string(r) +
+                                  " sends rows of another width or dtype than rank " +
+                                  std::to_string(rank_) + "'s " + dtype_name(dtype) + " [rows, " +
+                                  std::to_string(width) + "]");
+    }
+  }
+  const auto host = torch::TensorOptions().dtype(dtype).device(torch::kCPU);
+  const int64_t row_bytes = width * static_cast<int64_t>(c10::elementSize(dtype));
+  const auto checked_bytes = [&](int64_t rows) {
+    const int64_t bytes = rows * row_bytes;
+    if (bytes > std::numeric_limits<int>::max()) {
+      throw std::invalid_argument("MpiCommunicator::exchange_rows: a message of " +
+                                  std::to_string(bytes) + " bytes is larger than one MPI call takes");
+    }
+    return static_cast<int>(bytes);
+  };
+  constexpr int kTag = 7321;
+  std::vector<torch::Tensor> staged(static_cast<size_t>(size_)), received(staged.size());
+  std::vector<MPI_Request> requests;
+  for (int r = 0; r < size_; ++r) {
+    const int64_t rows = incoming[3 * static_cast<size_t>(r)];
+    if (r == rank_) {
+      received[static_cast<size_t>(r)] = own.to(torch::kCPU).contiguous().clone();
+      continue;
+    }
+    received[static_cast<size_t>(r)] = torch::empty({rows, width}, host);
+    if (rows == 0) continue;
+    requests.emplace_back();
+    check_mpi(MPI_Irecv(received[static_cast<size_t>(r)].data_ptr(), checked_bytes(rows), MPI_BYTE, r,
+                        kTag, communicator_, &requests.back()),
+              "MPI_Irecv (exchange_rows)");
+  }
+  for (int r = 0; r < size_; ++r) {
+    const torch::Tensor& rows = send[static_cast<size_t>(r)];
+    if (r == rank_ || rows.size(0) == 0) continue;
+    staged[static_cast<size_t>(r)] = rows.to(torch::kCPU).contiguous();
+    requests.emplace_back();
+    check_mpi(MPI_Isend(staged[static_cast<size_t>(r)].data_ptr(), checked_bytes(rows.size(0)),
+                        MPI_BYTE, r, kTag, communicator_, &requests.back()),
+              "MPI_Isend (exchange_rows)");
+  }
+  check_mpi(MPI_Waitall(static_cast<int>(requests.size()), requests.data(), MPI_STATUSES_IGNORE),
+            "MPI_Waitall (exchange_rows)");
+  for (torch::Tensor& rows : received) rows = rows.to(device);
+  return received;
 }
 
 }  // namespace otf

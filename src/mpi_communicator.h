@@ -58,6 +58,10 @@ class MpiCommunicator final : public Communicator {
   void broadcast(const std::vector<torch::Tensor>& tensors, int root) override;
   // Bitwise identical on every rank, like the tensor sum.
   double all_reduce_sum(double value) override;
+  // One MPI_Alltoall of the row counts (with width and dtype, which must agree: a mismatch throws
+  // std::invalid_argument on the ranks that see it), then MPI_Isend/MPI_Irecv of bytes between
+  // the ranks that have rows for each other only.
+  std::vector<torch::Tensor> exchange_rows(const std::vector<torch::Tensor>& send) override;
 
   // The private duplicate, e.g. for a caller's own metrics collectives.
   MPI_Comm communicator() const { return communicator_; }

@@ -5,6 +5,8 @@
 
 #include <torch/torch.h>
 
+#include <vector>
+
 #include "neighbor_graph.h"
 #include "potential_training.h"
 #include "training_session.h"
@@ -13,22 +15,29 @@ namespace otf {
 
 struct FrameGraph {
   NeighborGraph graph;
-  // [kept atoms] int64: the frame atom that each graph atom is (owned atoms first).
+  // [kept atoms] int64: the frame atom that each graph atom is (owned atoms first: graph row n is
+  // centre n).
   torch::Tensor kept_atoms;
-  // [kept atoms] int64: each graph atom's force owner (graph indices); undefined without folding.
-  torch::Tensor force_owner;
+  // Where each graph atom's force belongs: force_owner (graph rows of this rank) and the halo
+  // (rows of atoms other ranks own, with their ranks and rows there); potential_training.h.
+  ForceRouting routing;
 };
 
-// The frame's centres and neighbours within `cutoff` (centres of ignored species dropped; energies
-// counted for the centres FramePart marks) and only the atoms they use. Labels are not read.
-FrameGraph frame_graph(const FramePart& frame, double cutoff);
+// The frame's centres and neighbours within `cutoff` and only the atoms they use, with the
+// routing of their forces (`rank`: this rank's number, which owner_rank compares with). Labels are not read. Throws std::invalid_argument for a part whose
+// centres are not its owned atoms with a species, or whose owners are out of range.
+FrameGraph frame_graph(const FramePart& frame, double cutoff, int rank);
+
+// owner_centre for a part that holds every atom (one rank): the centre index of each atom's owner,
+// from owner_atom[j], the owned atom that atom j is or is an image of (PeriodicSystem::owner()).
+std::vector<int> owner_centres(const AtomicSystemView& system, const std::vector<int>& owner_atom);
 
 // The frame's labels for that graph: energy and atom count of the whole frame, the owned atoms'
 // forces, and with `stress` the stress -virial / volume.
 FrameLabels frame_labels(const FramePart& frame, const FrameGraph& graph, bool stress);
 
 // The rank's owned centres only (descriptor moments must count every atom of a frame once over
-// all ranks).
+// all ranks; frames stored with ghost centres by earlier versions have others).
 NeighborGraph owned_centres(const NeighborGraph& graph);
 
 }  // namespace otf

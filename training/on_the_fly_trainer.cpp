@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "frame_gather.h"
+#include "frame_intake.h"
 #include "label_journal.h"
 #include "learning_log.h"
 #include "model_spec.h"
@@ -197,6 +198,24 @@ std::string OnTheFlyTrainer::calibration_summary() const {
 void OnTheFlyTrainer::end_of_run(int64_t step) {
   if (!settings_.save_path.empty() && counters_.last_saved_step != step)
     save_model(step, "end of run");
+  log_frame_parts();
+}
+
+void OnTheFlyTrainer::log_frame_parts() const {
+  // What the ranks' parts of a frame hold (work and memory per rank follow them).
+  const TrainingReport& report = session_->report();
+  long long low[2] = {report.frame_centres, report.frame_atoms};
+  long long high[2] = {low[0], low[1]}, sum[2] = {low[0], low[1]};
+  MPI_Allreduce(MPI_IN_PLACE, low, 2, MPI_LONG_LONG, MPI_MIN, world_);
+  MPI_Allreduce(MPI_IN_PLACE, high, 2, MPI_LONG_LONG, MPI_MAX, world_);
+  MPI_Allreduce(MPI_IN_PLACE, sum, 2, MPI_LONG_LONG, MPI_SUM, world_);
+  if (rank_ != 0 || !messages_.log || sum[0] == 0) return;
+  messages_.log("frame parts of the last labelled frame on " + std::to_string(ranks_) +
+                " rank(s): centres evaluated per rank " + std::to_string(low[0]) + " to " +
+                std::to_string(high[0]) +
+                formatted(" (mean %.1f), atoms per rank with their ghost shell ", sum[0] / static_cast<double>(ranks_), 0, 0, 0) +
+                std::to_string(low[1]) + " to " + std::to_string(high[1]) +
+                formatted(" (mean %.1f)", sum[1] / static_cast<double>(ranks_), 0, 0, 0));
 }
 
 bool OnTheFlyTrainer::ask_reference(int64_t step, MdFrameSource& md, ReferenceUse use,
@@ -365,7 +384,7 @@ void OnTheFlyTrainer::warm_start() {
     agreed("warm start, frame " + std::to_string(k + 1), [&] {
       FramePart part;
       std::unique_ptr<PeriodicSystem> system;
-      std::vector<unsigned char> energy_counts;
+      std::vector<int> owners;
       if (rank_ == 0) {
         const JournalFrame& frame = frames[static_cast<std::size_t>(k)];
         const ModelSpec& spec = session_->potential()->spec();
@@ -379,10 +398,9 @@ void OnTheFlyTrainer::warm_start() {
           configuration.species.push_back(static_cast<int>(spec.species_index(symbol)));
         system = std::make_unique<PeriodicSystem>(configuration, spec.cutoff);
         part.system = system->view();
-        energy_counts.assign(static_cast<std::size_t>(part.system.num_centers), 1);
-        part.center_energy_counts = energy_counts.data();
+        owners = owner_centres(part.system, system->owner());
         part.owned_forces = frame.forces.data();
-        part.force_owner = system->owner().data();
+        part.owner_centre = owners.data();
         part.energy = frame.energy;
         part.virial = frame.virial;
         const auto& c = configuration.cell;

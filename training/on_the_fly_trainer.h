@@ -30,7 +30,9 @@ class LearningLog;
 class MdFrameSource {
  public:
   virtual ~MdFrameSource() = default;
-  // The rank's part of the current configuration (centres, neighbours), without labels.
+  // The rank's part of the current configuration (centres, neighbours, the owners of its
+  // ghosts), without labels. Collective: every rank calls it on the same steps (the MD code may
+  // communicate to name the ghosts' owners).
   virtual FramePart describe_frame() = 0;
   // The rank's owned atoms, for the reference.
   virtual ReferenceConfiguration reference_configuration() = 0;
@@ -163,6 +165,7 @@ class OnTheFlyTrainer {
   bool label_is_learnable(int64_t step, const ReferenceLabel& label);
   void check_replicas(int64_t step);
   // Rank 0 says where the descriptor statistics came from, when they were just frozen.
+  void log_frame_parts() const;
   void log_statistics_frozen(int64_t step) const;
   void check_divergence(int64_t step, int64_t skipped_before);
   void save_model(int64_t step, const char* why);

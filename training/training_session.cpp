@@ -291,10 +291,12 @@ StatisticsSummary TrainingSession::statistics_summary() const
 void TrainingSession::add_frame(const FramePart &frame)
 {
   Impl &s = *impl_;
-  const FrameGraph graph = frame_graph(frame, s.potential->cutoff());
+  const FrameGraph graph = frame_graph(frame, s.potential->cutoff(), s.communicator->rank());
   const FrameLabels labels = frame_labels(frame, graph, s.settings.stress_weight > 0.0);
   s.statistics->add_frame(*s.potential, graph.graph, frame.energy, *s.communicator);
   s.buffer->add(labelled_frame(graph.graph, labels));
+  report_.frame_centres = graph.graph.centers.size(0);
+  report_.frame_atoms = graph.kept_atoms.size(0);
   s.potential->training_metadata().frames_seen += 1;
   report_.buffer_frames = s.buffer->training_size() + s.buffer->validation_size();
 }
@@ -351,8 +353,8 @@ void TrainingSession::validate()
     options.virial = stress;
     const Prediction prediction = predict(*s.potential, graph, options);
     const torch::Tensor mask = frame.at("force_mask");
-    torch::Tensor forces = prediction.forces.detach().to(torch::kFloat64).cpu();
-    if (frame.contains("force_owner")) forces = fold_forces(forces, frame.at("force_owner"));
+    const torch::Tensor forces =
+        owned_forces(prediction.forces.detach().to(torch::kFloat64).cpu(), force_routing(frame), s.communicator);
     const torch::Tensor difference = (forces - frame.at("forces")).index({mask});
     force_sq_local += difference.pow(2).sum().item<double>();
     components_local += 3.0 * static_cast<double>(difference.size(0));
@@ -400,16 +402,17 @@ CommitteeSpread TrainingSession::committee_spread(const FramePart &frame, double
   double local_max = 0.0;
   // Summed over ranks: squared spreads, atoms, then every member's energy.
   std::vector<double> sums(2 + static_cast<size_t>(members_count), 0.0);
-  if (view.num_centers > 0 && members_count > 1) {
-    const FrameGraph graph = frame_graph(frame, s.potential->cutoff());
+  // Collective (the halo exchange): every rank evaluates, also one without centres.
+  if (members_count > 1) {
+    const FrameGraph graph = frame_graph(frame, s.potential->cutoff(), s.communicator->rank());
     PredictionOptions options;
     options.forces = true;
     options.virial = false;
     options.member_forces = true;
     const Prediction prediction =
         predict(*s.potential, graph.graph.to(s.potential->device()), options);
-    torch::Tensor members = prediction.member_forces.detach().to(torch::kFloat64).cpu();
-    if (graph.force_owner.defined()) members = fold_forces(members, graph.force_owner);
+    const torch::Tensor members =
+        owned_forces(prediction.member_forces.detach().to(torch::kFloat64).cpu(), graph.routing, s.communicator);
     const torch::Tensor spread = committee_vector_deviation(members).contiguous();
     const torch::Tensor mean = members.mean(0).contiguous();
     const torch::Tensor atoms = graph.kept_atoms.to(torch::kInt64).contiguous();

@@ -51,18 +51,19 @@ struct TrainingSessionSettings {
 };
 
 // A rank's part of one labelled configuration, in LAMMPS' arrays (borrowed for the call).
-// system.centers lists the centres: owned atoms first, then ghost atoms near owned atoms;
-// center_energy_counts[n] says whether centre n's energy counts here (owned). Owned atoms are the
-// first system.num_local atoms; their reference forces are labelled.
+// system.centers lists the centres: the rank's owned atoms with a species, in atom order
+// (MdSystemAdaptor::owned_centres); owned atoms are the first system.num_local atoms and their
+// reference forces are labelled. Every atom's force belongs to an owned atom of some rank:
+// owner_rank[j] and owner_centre[j] name it (the rank, and the atom's index among that rank's
+// centres; -1 for an atom of no species). An owned atom names itself; a ghost names the atom it is
+// an image of, which may be this rank's (periodic images) or another rank's (the MD code's
+// forward communication of the owners' values gives them). Null owner_rank: every atom is this
+// rank's (one rank holds the frame). potentials/potential_training.h says how forces are routed.
 struct FramePart {
   AtomicSystemView system;
-  const unsigned char *center_energy_counts = nullptr;    // [system.num_centers]
   const double *owned_forces = nullptr;                   // [system.num_local][3]
-  // Folding (one rank holds the whole frame): the centres are owned atoms only, and
-  // force_owner[j] is the owned atom that atom j is (for an owned atom, j itself; for a ghost,
-  // the atom it is a periodic image of), so ghost forces are folded onto their atoms. Null: the
-  // part has ghost centres instead (see above).
-  const int *force_owner = nullptr;                       // [system.num_atoms] or null
+  const int *owner_rank = nullptr;                        // [system.num_atoms] or null
+  const int *owner_centre = nullptr;                      // [system.num_atoms]
   double energy = 0.0;                                    // whole frame (all ranks)
   std::array<double, 6> virial{};                         // whole frame, xx yy zz xy xz yz
   double volume = 0.0;
@@ -81,6 +82,10 @@ struct TrainingReport {
   int64_t optimizer_steps = 0;
   int64_t buffer_frames = 0;
   bool validated = false;
+  // This rank's part of the last stored frame: the centres it evaluates (its owned atoms) and
+  // its atoms (the centres and the ghosts they use).
+  int64_t frame_centres = 0;
+  int64_t frame_atoms = 0;
 };
 
 struct StatisticsSummary {

@@ -320,6 +320,58 @@ TEST(MpiCommunicator, DifferentListsOnDifferentRanksMakeEveryRankThrow) {
   EXPECT_TRUE(torch::equal(after, torch::full({2}, static_cast<float>(world().size()))));
 }
 
+// ---- Row exchange (the halo exchange of frames split over ranks) ----
+
+// Rank r sends rank s (s + 1) rows holding 100 r + s (none to the rank after it): each rank gets
+// exactly what every rank addressed to it, in any dtype (bytes move), on the device sent from.
+TEST(MpiCommunicator, ExchangeRowsDeliversWhatEachRankAddressedToEachOther) {
+  const int rank = world().rank(), size = world().size();
+  for (const c10::ScalarType dtype : {torch::kFloat32, torch::kFloat64, torch::kBFloat16, torch::kInt64}) {
+    std::vector<torch::Tensor> send;
+    for (int s = 0; s < size; ++s) {
+      const int64_t rows = (s == (rank + 1) % size && size > 1) ? 0 : s + 1;
+      send.push_back(torch::full({rows, 3}, 100 * rank + s, torch::TensorOptions().dtype(dtype)));
+    }
+    const std::vector<torch::Tensor> received = world().exchange_rows(send);
+    ASSERT_EQ(static_cast<int>(received.size()), size);
+    for (int r = 0; r < size; ++r) {
+      const int64_t rows = (rank == (r + 1) % size && size > 1) ? 0 : rank + 1;
+      const torch::Tensor expected = torch::full({rows, 3}, 100 * r + rank, torch::TensorOptions().dtype(dtype));
+      EXPECT_TRUE(torch::equal(received[static_cast<size_t>(r)], expected))
+          << "from rank " << r << " on rank " << rank << ", " << c10::toString(dtype);
+    }
+  }
+  // A non-contiguous slice is sent as its values.
+  std::vector<torch::Tensor> strided;
+  for (int s = 0; s < size; ++s)
+    strided.push_back(torch::arange(12, torch::kFloat64).reshape({3, 4}).t().narrow(0, 0, 2) + rank);
+  const std::vector<torch::Tensor> got = world().exchange_rows(strided);
+  for (int r = 0; r < size; ++r)
+    EXPECT_TRUE(torch::equal(got[static_cast<size_t>(r)],
+                             torch::arange(12, torch::kFloat64).reshape({3, 4}).t().narrow(0, 0, 2) + r));
+}
+
+TEST(MpiCommunicator, ExchangeRowsOfAnotherWidthOrDtypeOnOneRankMakeEveryRankThrow) {
+  const int size = world().size();
+  const bool last = world().rank() == size - 1;
+  if (size == 1) {
+    EXPECT_THROW(world().exchange_rows({torch::ones({2, 3}), torch::ones({2, 3})}), std::invalid_argument);
+    EXPECT_THROW(world().exchange_rows({torch::ones({3})}), std::invalid_argument);
+    return;
+  }
+  const int64_t width = last ? 4 : 3;
+  EXPECT_THROW(world().exchange_rows(std::vector<torch::Tensor>(static_cast<size_t>(size), torch::ones({1, width}))),
+               std::invalid_argument);
+  const auto dtype = last ? torch::kFloat64 : torch::kFloat32;
+  EXPECT_THROW(world().exchange_rows(std::vector<torch::Tensor>(
+                   static_cast<size_t>(size), torch::ones({1, 3}, torch::TensorOptions().dtype(dtype)))),
+               std::invalid_argument);
+  // Nothing was left in flight: a later collective works.
+  const torch::Tensor after = torch::ones({2});
+  world().all_reduce_sum({after});
+  EXPECT_TRUE(torch::equal(after, torch::full({2}, static_cast<float>(size))));
+}
+
 // ---- GradScaler agreement ----
 
 struct TinyModel : torch::nn::Module {

@@ -1,11 +1,11 @@
 // The one MD-to-model adaptor on hand-made LAMMPS-style arrays: the pair styles' listed centres
-// (firstneigh row pointers and Kokkos-style contiguous rows give the same view), the centres of a
-// frame split over ranks (owned atoms, then ghosts within the cutoff of one), and a frame held by
-// one rank with its ghosts folded onto their atoms by id.
+// (firstneigh row pointers and Kokkos-style contiguous rows give the same view), and the centres of
+// a training frame's part (owned atoms with a species, in atom order, with their centre indices).
 #include <gtest/gtest.h>
 
 #include <cstdint>
 #include <stdexcept>
+#include <string>
 #include <vector>
 
 #include "md_system_adaptor.h"
@@ -13,13 +13,12 @@
 namespace otf {
 namespace {
 
-// Four owned atoms on a line 1 apart (x = 0..3), ghosts at x = -1 (image of atom 3, id 4),
-// x = 4 (image of atom 0, id 1) and x = 9 (image of atom 1, id 2, far from everything). Type 2 is
+// Four owned atoms on a line 1 apart (x = 0..3), ghosts at x = -1 (image of atom 3),
+// x = 4 (image of atom 0) and x = 9 (image of atom 1, far from everything). Type 2 is
 // ignored by the model (species -1); atom 2 has type 2.
 struct LineSystem {
   std::vector<double> x = {0, 0, 0, 1, 0, 0, 2, 0, 0, 3, 0, 0, -1, 0, 0, 4, 0, 0, 9, 0, 0};
   std::vector<int> types = {1, 1, 2, 1, 1, 1, 1};
-  std::vector<int64_t> ids = {1, 2, 3, 4, 4, 1, 2};
   // Full neighbour rows by atom (owned and ghost atoms), padded to 4 columns.
   std::vector<int> rows = {1, 2, 4, 5,  0, 2, 3, 4,  0, 1, 3, 5,  1, 2, 5, 0,
                            0, 1, 3, 0,  0, 2, 3, 0,  0, 0, 0, 0};
@@ -73,46 +72,29 @@ TEST(MdSystemAdaptor, ListedCentresAreTheListsEntriesWithTheirRows) {
   }
 }
 
-TEST(MdSystemAdaptor, SplitFrameCentresAreOwnedAtomsThenNearbyGhosts) {
-  const LineSystem line;
+TEST(MdSystemAdaptor, TrainingFrameCentresAreOwnedAtomsWithASpeciesInAtomOrder) {
+  LineSystem line;
+  // ilist out of atom order: the centres still come in atom order.
+  line.ilist = {3, 1, 0, 2, 4, 5, 6};
   MdSystemAdaptor a = adaptor();
-  const AtomicSystemView view = a.owned_and_nearby_ghost_centres(line.atoms(), line.list(true, true), 1.5);
-  // Owned atoms 0, 1, 3 (2 is ignored); ghosts 4 (1 from atom 0) and 5 (1 from atom 3); ghost 6
-  // is 5 away from the nearest owned atom.
-  ASSERT_EQ(view.num_centers, 5);
-  const std::vector<int> centers(view.centers, view.centers + view.num_centers);
-  EXPECT_EQ(centers, (std::vector<int>{0, 1, 3, 4, 5}));
-  const std::vector<unsigned char> counts(a.center_energy_counts(), a.center_energy_counts() + 5);
-  EXPECT_EQ(counts, (std::vector<unsigned char>{1, 1, 1, 0, 0}));
-  EXPECT_EQ(view.neighbors[3], line.rows.data() + 4 * 4);
-  EXPECT_EQ(view.neighbor_counts[4], 3);
-  EXPECT_EQ(a.force_owner(), nullptr);
-  // Without ghost entries in the list a ghost centre has no row: named.
-  EXPECT_THROW(a.owned_and_nearby_ghost_centres(line.atoms(), line.list(false, true), 1.5),
-               std::runtime_error);
-}
-
-TEST(MdSystemAdaptor, WholeFrameFoldsGhostsOntoTheirAtomsById) {
-  const LineSystem line;
-  MdSystemAdaptor a = adaptor();
-  const AtomicSystemView view =
-      a.owned_centres_folding_images(line.atoms(), line.list(false, true), line.ids.data());
-  const std::vector<int> centers(view.centers, view.centers + view.num_centers);
-  EXPECT_EQ(centers, (std::vector<int>{0, 1, 3}));
-  ASSERT_NE(a.force_owner(), nullptr);
-  const std::vector<int> owner(a.force_owner(), a.force_owner() + 7);
-  EXPECT_EQ(owner, (std::vector<int>{0, 1, 2, 3, 3, 0, 1}));
-  // A later split-frame view does not keep the folding.
-  a.owned_and_nearby_ghost_centres(line.atoms(), line.list(true, true), 1.5);
-  EXPECT_EQ(a.force_owner(), nullptr);
-
-  std::vector<int64_t> foreign = line.ids;
-  foreign[6] = 99;
+  for (bool pointers : {true, false}) {
+    const AtomicSystemView view = a.owned_centres(line.atoms(), line.list(false, pointers));
+    // Owned atoms 0, 1, 3 (2 is ignored); ghosts are never centres.
+    ASSERT_EQ(view.num_centers, 3);
+    const std::vector<int> centers(view.centers, view.centers + view.num_centers);
+    EXPECT_EQ(centers, (std::vector<int>{0, 1, 3}));
+    EXPECT_EQ(view.neighbor_counts[2], 3);
+    const std::vector<int> centre_of_owned(a.centre_of_owned(), a.centre_of_owned() + 4);
+    EXPECT_EQ(centre_of_owned, (std::vector<int>{0, 1, -1, 2}));
+  }
+  // An owned atom with a species but no list entry is named.
+  LineSystem short_list;
+  short_list.ilist = {0, 1, 2, 2};
   try {
-    a.owned_centres_folding_images(line.atoms(), line.list(false, true), foreign.data());
-    FAIL() << "a ghost with an unknown id was folded";
+    a.owned_centres(short_list.atoms(), short_list.list(false, true));
+    FAIL() << "an owned atom without a list entry was accepted";
   } catch (const std::runtime_error& e) {
-    EXPECT_NE(std::string(e.what()).find("ID 99"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("owned atom 3"), std::string::npos) << e.what();
   }
 }
 

@@ -50,12 +50,12 @@ TEST(CommitteeDeviation, SessionForceUncertaintyIsTheMembersFoldedSpread) {
 
   // By hand: every member's forces on the graph, folded onto the owned atoms, then the formula
   // written out member by member.
-  const FrameGraph graph = frame_graph(frame, cutoff);
+  const FrameGraph graph = frame_graph(frame, cutoff, 0);
   PredictionOptions options;
   options.member_forces = true;
   const Prediction prediction = predict(*model, graph.graph, options);
   const torch::Tensor members =
-      fold_forces(prediction.member_forces.detach().to(torch::kFloat64), graph.force_owner);
+      fold_forces(prediction.member_forces.detach().to(torch::kFloat64), graph.routing.force_owner);
   const int64_t count = members.size(0);
   ASSERT_EQ(count, 3);
   double expected_max = 0.0;

@@ -26,7 +26,7 @@ TEST(StatisticsPhase, FreezesAfterItsFramesAndRestores) {
   StatisticsPhase phase(2, model->descriptor_statistics_frozen());
   ASSERT_FALSE(phase.ready());
   const auto graph = [&](int k) {
-    return frame_graph(configurations[static_cast<std::size_t>(k)]->frame(), cutoff).graph;
+    return frame_graph(configurations[static_cast<std::size_t>(k)]->frame(), cutoff, 0).graph;
   };
   phase.add_frame(*model, graph(0), configurations[0]->energy(), communicator);
   EXPECT_FALSE(phase.ready());
@@ -89,7 +89,7 @@ TEST(StatisticsPhase, GoesOnWhileTheDescriptorsWidenAndStopsWhenTheyDoNot) {
   for (int k = 0; k < 40 && !phase.ready(); ++k, ++frames) {
     const double width = 0.01 * std::min(k, 12);
     const MdConfiguration frame = displaced_crystal(width, 300 + static_cast<uint64_t>(k), cutoff);
-    phase.add_frame(*model, frame_graph(frame.frame(), cutoff).graph, frame.energy(),
+    phase.add_frame(*model, frame_graph(frame.frame(), cutoff, 0).graph, frame.energy(),
                     communicator);
   }
   ASSERT_TRUE(phase.ready());
@@ -110,7 +110,7 @@ TEST(StatisticsPhase, RepresentativeFramesFreezeAfterTheFramesAskedFor) {
   for (int k = 0; k < 4; ++k) {
     EXPECT_FALSE(phase.ready());
     const MdConfiguration frame = displaced_crystal(0.1, 400 + static_cast<uint64_t>(k), cutoff);
-    phase.add_frame(*model, frame_graph(frame.frame(), cutoff).graph, frame.energy(),
+    phase.add_frame(*model, frame_graph(frame.frame(), cutoff, 0).graph, frame.energy(),
                     communicator);
   }
   EXPECT_TRUE(phase.ready());
@@ -130,7 +130,7 @@ TEST(StatisticsPhase, EndsAtItsLimitWhenTheDescriptorsKeepWidening) {
     // Each frame's displacements 1.6 x those of the one before: never representative.
     const MdConfiguration frame =
         displaced_crystal(0.02 * std::pow(1.6, k), 500 + static_cast<uint64_t>(k), cutoff);
-    phase.add_frame(*model, frame_graph(frame.frame(), cutoff).graph, frame.energy(),
+    phase.add_frame(*model, frame_graph(frame.frame(), cutoff, 0).graph, frame.energy(),
                     communicator);
     if (k > 0 && k < 10) {
       EXPECT_GT(phase.last_spread_ratio(), phase.last_limit()) << "frame " << k;

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "../potentials/potential_test_support.h"
+#include "frame_intake.h"
 #include "on_the_fly_trainer.h"
 #include "potential_registry.h"
 
@@ -20,8 +21,7 @@ class MdConfiguration {
   MdConfiguration(const PeriodicConfiguration& config, double cutoff) :
       config_(config), system_(std::make_unique<PeriodicSystem>(config, cutoff)) {
     const AtomicSystemView view = system_->view();
-    energy_counts_.assign(static_cast<std::size_t>(view.num_centers), 1);
-    owner_.assign(system_->owner().begin(), system_->owner().end());
+    owner_ = owner_centres(view, std::vector<int>(system_->owner().begin(), system_->owner().end()));
     // Morse labels of the whole frame, folded onto the owned atoms.
     const NeighborGraph graph = neighbor_graph_from_view(view, cutoff);
     const MorseLabels labels = morse_labels(graph, cutoff);
@@ -35,8 +35,7 @@ class MdConfiguration {
   FramePart frame() const {
     FramePart frame;
     frame.system = system_->view();
-    frame.center_energy_counts = energy_counts_.data();
-    frame.force_owner = owner_.data();
+    frame.owner_centre = owner_.data();
     frame.volume = 1000.0;
     frame.atoms_in_frame = system_->num_local();
     return frame;
@@ -55,7 +54,6 @@ class MdConfiguration {
  private:
   PeriodicConfiguration config_;
   std::unique_ptr<PeriodicSystem> system_;
-  std::vector<unsigned char> energy_counts_;
   std::vector<int> owner_;
   double energy_ = 0.0;
   std::vector<double> owned_forces_;
