@@ -181,12 +181,14 @@ c10::intrusive_ptr<HaloPlan> halo_plan(const ForceRouting& routing, int64_t atom
   const int ranks = communicator->size();
   const int64_t frames = routing.part_atom_offsets.size(0);
   const torch::Tensor halo_ranks = routing.halo_ranks.cpu();
+  // What is wrong here is agreed before anyone throws: a rank that threw alone would leave the
+  // others waiting in the next exchange.
+  std::string problem;
   if (halo_ranks.numel() > 0 &&
       (halo_ranks.min().item<int64_t>() < 0 || halo_ranks.max().item<int64_t>() >= ranks ||
        (halo_ranks == communicator->rank()).any().item<bool>())) {
-    throw std::invalid_argument(
-        "halo exchange: a frame part names owner ranks outside the " + std::to_string(ranks) +
-        " other ranks of this run (was it stored by a run on another number of ranks?)");
+    problem = "a frame part names owner ranks outside the other " + std::to_string(ranks - 1) +
+              " ranks of this run (was it stored by a run on another number of ranks?)";
   }
   std::vector<torch::Tensor> asked(static_cast<std::size_t>(ranks));
   for (int r = 0; r < ranks; ++r) {
@@ -203,19 +205,24 @@ c10::intrusive_ptr<HaloPlan> halo_plan(const ForceRouting& routing, int64_t atom
   for (int r = 0; r < ranks; ++r) {
     const torch::Tensor pairs = received[static_cast<std::size_t>(r)].cpu();
     torch::Tensor rows = torch::zeros({pairs.size(0)}, torch::kInt64);
-    if (pairs.size(0) > 0) {
+    if (pairs.size(0) > 0 && problem.empty()) {
       const torch::Tensor frame = pairs.select(1, 0);
       if (frame.min().item<int64_t>() < 0 || frame.max().item<int64_t>() >= frames) {
-        throw std::logic_error("halo exchange: rank " + std::to_string(r) +
-                               " names a frame this rank's batch does not have");
-      }
-      rows = offsets.index_select(0, frame) + pairs.select(1, 1);
-      if (rows.max().item<int64_t>() >= atoms) {
-        throw std::logic_error("halo exchange: rank " + std::to_string(r) +
-                               " names an atom row this rank's part does not have");
+        problem = "rank " + std::to_string(r) + " names a frame this rank's batch does not have";
+      } else {
+        rows = offsets.index_select(0, frame) + pairs.select(1, 1);
+        if (rows.min().item<int64_t>() < 0 || rows.max().item<int64_t>() >= atoms)
+          problem = "rank " + std::to_string(r) + " names an atom row this rank's part does not have";
       }
     }
     plan->receive_rows.push_back(rows);
+  }
+  torch::Tensor failed = torch::full({1}, problem.empty() ? 0 : 1, torch::kInt32);
+  communicator->all_reduce_max({failed});
+  if (failed.item<int>() != 0) {
+    throw std::invalid_argument("halo exchange: " +
+                                (problem.empty() ? std::string("another rank's frame part does not match this rank's")
+                                                 : problem));
   }
   return plan;
 }

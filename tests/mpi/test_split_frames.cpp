@@ -10,7 +10,9 @@
 
 #include <cstdint>
 #include <cstdio>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "../potentials/potential_test_support.h"
@@ -253,6 +255,37 @@ TEST(SplitFrames, SummedParameterGradientsAreTheWholeFramesGradient) {
     EXPECT_LE(difference, 1e-10 * largest) << (members ? "member-resolved" : "committee mean")
                                            << ", rank " << rank << " of " << ranks;
   }
+}
+
+// A part whose halo cannot be right (rank 0 names itself as the owner of a ghost) stops every rank
+// with the reason, instead of leaving the others waiting in an exchange; on one rank any halo row
+// is refused.
+TEST(SplitFrames, AnInconsistentHaloOnOneRankMakesEveryRankThrow) {
+  const int rank = world_rank(), ranks = world_size();
+  const std::shared_ptr<Potential> model = create_potential(small_spec({"Si", "C"}, "float64", 3.6));
+  const PeriodicConfiguration config = random_configuration(40, 2, false, 31, 0.06, 1.9);
+  const PeriodicSystem system(config, model->cutoff());
+  const SplitPart part(system, rank, ranks);
+  TrainingBatch batch = split_batch(part, model->cutoff(), rank, system.num_local(), cell_volume(config));
+  std::map<std::string, torch::Tensor> tensors = batch.tensors();
+  if (rank == 0) {
+    tensors["halo_rows"] = torch::tensor({int64_t{0}});
+    tensors["halo_ranks"] = torch::tensor({int64_t{0}});
+    tensors["halo_owner_rows"] = torch::tensor({int64_t{0}});
+    tensors["halo_frames"] = torch::tensor({int64_t{0}});
+  }
+  PotentialTrainingOptions options;
+  options.train_members = false;
+  options.communicator = world_communicator();
+  try {
+    potential_training_function(options)({{"main", model}}, TrainingBatch(tensors));
+    FAIL() << "rank " << rank << " went on with an inconsistent halo";
+  } catch (const std::invalid_argument& e) {
+    const std::string expected = ranks == 1 ? "atoms of other ranks" : "halo exchange";
+    EXPECT_NE(std::string(e.what()).find(expected), std::string::npos) << e.what();
+  }
+  // Nothing was left in flight: a later collective works.
+  EXPECT_EQ(options.communicator->all_reduce_sum(1.0), static_cast<double>(ranks));
 }
 
 // A training session fed the split frames trains like one process fed the whole frames: the same
