@@ -190,16 +190,16 @@ c10::intrusive_ptr<HaloPlan> halo_plan(const ForceRouting& routing, int64_t atom
     problem = "a frame part names owner ranks outside the other " + std::to_string(ranks - 1) +
               " ranks of this run (was it stored by a run on another number of ranks?)";
   }
+  plan->all_send_rows = routing.halo_rows.cpu();
+  // Per halo row: its frame and the owner's row there, which the owner turns into its own row.
+  const torch::Tensor frame_and_owner_row =
+      torch::stack({routing.halo_frames.cpu(), routing.halo_owner_rows.cpu()}, 1);
   std::vector<torch::Tensor> asked(static_cast<std::size_t>(ranks));
   for (int r = 0; r < ranks; ++r) {
     const torch::Tensor mine = (halo_ranks == r).nonzero().reshape({-1});
-    plan->send_rows.push_back(routing.halo_rows.cpu().index_select(0, mine));
-    asked[static_cast<std::size_t>(r)] =
-        torch::stack({routing.halo_frames.cpu().index_select(0, mine),
-                      routing.halo_owner_rows.cpu().index_select(0, mine)},
-                     1);
+    plan->send_rows.push_back(plan->all_send_rows.index_select(0, mine));
+    asked[static_cast<std::size_t>(r)] = frame_and_owner_row.index_select(0, mine);
   }
-  plan->all_send_rows = routing.halo_rows.cpu();
   const std::vector<torch::Tensor> received = communicator->exchange_rows(asked);
   const torch::Tensor offsets = routing.part_atom_offsets.cpu();
   for (int r = 0; r < ranks; ++r) {
