@@ -5,6 +5,8 @@
 #include <string>
 #include <vector>
 
+#include "autocast_region.h"
+
 namespace otf {
 namespace {
 
@@ -96,18 +98,62 @@ torch::Tensor BehlerParrinelloPotential::member_network_energies(const LocalEnvi
   } else {
     standardised = normalizer_->forward((*descriptor_)(env), env.center_species);
   }
+  return network_energies(standardised, env.center_species);
+}
+
+torch::Tensor BehlerParrinelloPotential::network_energies(const torch::Tensor& standardised,
+                                                          const torch::Tensor& center_species) {
   const int64_t row_dim = standardised.dim() - 2;
   if (num_species() == 1) return networks_->forward(0, standardised);
   torch::Tensor energies =
-      torch::zeros({committee_size(), env.num_centers()},
+      torch::zeros({committee_size(), center_species.size(0)},
                    torch::TensorOptions().dtype(torch::kFloat64).device(standardised.device()));
   for (int64_t s = 0; s < num_species(); ++s) {
-    const torch::Tensor rows = (env.center_species == s).nonzero().squeeze(1);
+    const torch::Tensor rows = (center_species == s).nonzero().squeeze(1);
     if (rows.numel() == 0) continue;
     const torch::Tensor part = networks_->forward(s, standardised.index_select(row_dim, rows));
     energies = energies.index_copy(1, rows, part.to(torch::kFloat64));
   }
   return energies;
+}
+
+MemberPairGradients BehlerParrinelloPotential::member_energies_and_pair_gradients(
+    const LocalEnvironments& env, const PairGradientOptions& options) {
+  if (env.member_resolved()) {
+    throw std::invalid_argument("member_energies_and_pair_gradients: expected shared pair vectors [centres, K, 3]");
+  }
+  torch::AutoGradMode grad_mode(true);
+  const int64_t members = committee_size(), centers = env.num_centers();
+  const PairBasis basis = pair_basis(env.pair_vectors, env.neighbor_species, descriptor_->moments_shape());
+  torch::Tensor moments;
+  {
+    // The descriptor's products stay in the input precision (three_body_descriptor.h).
+    const AutocastRegion input_precision = AutocastRegion::disabled(env.pair_vectors.device());
+    torch::NoGradGuard no_grad;
+    moments = moments_from_basis(basis).to(dtype());  // [C, J, N]
+  }
+  const int64_t channels = moments.size(1), count = moments.size(2);
+  // One copy of the moments per member, a leaf: the gradient with respect to copy h is member h's.
+  const torch::Tensor member_moments = moments.unsqueeze(0)
+                                           .expand({members, -1, -1, -1})
+                                           .reshape({members * centers, channels, count})
+                                           .detach()
+                                           .requires_grad_(true);
+  const torch::Tensor standardised =
+      normalizer_
+          ->forward(descriptor_->features_from_moments(member_moments), env.center_species.repeat({members}))
+          .reshape({members, centers, descriptor_->num_features()});
+  MemberPairGradients out;
+  out.atomic_energies = with_energy_shifts(network_energies(standardised, env.center_species), env.center_species);
+  const torch::Tensor scaled = out.atomic_energies.sum() * options.gradient_scale;
+  torch::Tensor moment_gradients = torch::autograd::grad({scaled}, {member_moments}, {},
+                                                         /*retain_graph=*/options.create_graph,
+                                                         /*create_graph=*/options.create_graph)[0];
+  if (options.gradient_scale != 1.0) moment_gradients = moment_gradients * (1.0 / options.gradient_scale);
+  const AutocastRegion input_precision = AutocastRegion::disabled(env.pair_vectors.device());
+  out.pair_gradients =
+      pair_gradients_from_moment_gradients(basis, moment_gradients.reshape({members, centers, channels, count}));
+  return out;
 }
 
 DescriptorMoments BehlerParrinelloPotential::descriptor_moments(const LocalEnvironments& env) {

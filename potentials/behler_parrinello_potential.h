@@ -27,12 +27,22 @@ class BehlerParrinelloPotential final : public Potential {
   void freeze_descriptor_statistics() override;
   bool descriptor_statistics_frozen() const override;
 
+  // Shares the pair work between the members: the pair basis (pair_moments.h) and the moments
+  // are computed once, each member differentiates its energy with respect to its own copy of
+  // the moments, and the chain rule to the pair vectors runs for all members in two matrix
+  // products per centre (docs/design.md §6.7).
+  MemberPairGradients member_energies_and_pair_gradients(const LocalEnvironments& env,
+                                                         const PairGradientOptions& options) override;
+
   const ThreeBodyDescriptor& descriptor() const { return *descriptor_; }
 
  protected:
   torch::Tensor member_network_energies(const LocalEnvironments& env) override;
 
  private:
+  // standardised [C, D] shared or [members, C, D] member-resolved: [members, C].
+  torch::Tensor network_energies(const torch::Tensor& standardised, const torch::Tensor& center_species);
+
   std::unique_ptr<ThreeBodyDescriptor> descriptor_;
   std::shared_ptr<DescriptorNormalizer> normalizer_;
   std::shared_ptr<ElementCommittee> networks_;

@@ -133,61 +133,67 @@ Prediction predict(Potential& potential, const NeighborGraph& graph, const Predi
   torch::AutoGradMode grad_mode(derivatives || torch::GradMode::is_enabled());
   LocalEnvironments env =
       local_environments(graph, potential.num_species(), potential.cutoff(), potential.dtype());
-  if (derivatives && !env.pair_vectors.requires_grad()) {
-    env.pair_vectors = env.pair_vectors.detach().requires_grad_(true);
-  }
   const int64_t members = potential.committee_size();
-  if (options.member_forces) {
-    env.pair_vectors = env.pair_vectors.unsqueeze(0).expand({members, -1, -1, -1});
-  }
-  Prediction out;
-  out.member_atomic_energies = potential.member_atomic_energies(env);  // [H, C] float64
   const bool masked = graph.center_energy_mask.defined();
-  const torch::Tensor counted = masked ? out.member_atomic_energies * graph.center_energy_mask.to(torch::kFloat64)
-                                       : out.member_atomic_energies;
-  out.member_energy = torch::zeros({members, graph.num_frames}, out.member_atomic_energies.options())
-                          .index_add(1, graph.center_frame, counted);
-  out.energy = out.member_energy.mean(0);
-  if (!derivatives) return out;
-
-  // One backward pass: d(sum of the members' energies of every centre)/d(pair vectors). Shared
-  // vectors get the members' sum (divided by H below: the mean's gradient); member-resolved ones
-  // each member's. Each pair vector belongs to one centre, so the gradient is per centre.
-  const torch::Tensor scaled = out.member_atomic_energies.sum() * options.gradient_scale;
-  torch::Tensor gradient = torch::autograd::grad({scaled}, {env.pair_vectors}, {},
-                                                 /*retain_graph=*/options.create_graph,
-                                                 /*create_graph=*/options.create_graph)[0];
-  if (options.gradient_scale != 1.0) gradient = gradient * (1.0 / options.gradient_scale);
   const torch::Tensor safe = graph.neighbor_index.clamp_min(0).reshape({-1});
   const int64_t atoms = graph.positions.size(0);
-  // gradient[.., c, k] = dE / d(r_j - r_i): +gradient on the centre, -gradient on the neighbour.
+  Prediction out;
+  auto frame_energies = [&] {
+    const torch::Tensor counted = masked ? out.member_atomic_energies * graph.center_energy_mask.to(torch::kFloat64)
+                                         : out.member_atomic_energies;
+    out.member_energy = torch::zeros({members, graph.num_frames}, out.member_atomic_energies.options())
+                            .index_add(1, graph.center_frame, counted);
+    out.energy = out.member_energy.mean(0);
+  };
+  // gradient[.., c, k, :] = dE / d(r_j - r_i): +gradient on the centre, -gradient on the neighbour;
+  // [H, C, K, 3] gives [H, atoms, 3].
   auto forces_of = [&](const torch::Tensor& g) {
-    return torch::zeros({atoms, 3}, g.options())
-        .index_add(0, graph.centers, g.sum(1))
-        .index_add(0, safe, -g.reshape({-1, 3}));
+    const int64_t sets = g.size(0);
+    return torch::zeros({sets, atoms, 3}, g.options())
+        .index_add(1, graph.centers, g.sum(2))
+        .index_add(1, safe, -g.reshape({sets, -1, 3}));
   };
-  // W = sum_i x_i f_i = -sum_pairs (r_j - r_i) (x) dE/d(r_j - r_i).
+  // W = sum_i x_i f_i = -sum_pairs (r_j - r_i) (x) dE/d(r_j - r_i): [H, frames, 3, 3].
   auto virial_of = [&](const torch::Tensor& vectors, const torch::Tensor& g) {
-    torch::Tensor per_center = -torch::einsum("cka,ckb->cab", {vectors, g});
-    if (masked) per_center = per_center * graph.center_energy_mask.to(per_center.scalar_type()).reshape({-1, 1, 1});
-    return torch::zeros({graph.num_frames, 3, 3}, per_center.options())
-        .index_add(0, graph.center_frame, per_center);
+    torch::Tensor per_center = -torch::einsum("cka,hckb->hcab", {vectors, g});
+    if (masked) per_center = per_center * graph.center_energy_mask.to(per_center.scalar_type()).reshape({1, -1, 1, 1});
+    return torch::zeros({g.size(0), graph.num_frames, 3, 3}, per_center.options())
+        .index_add(1, graph.center_frame, per_center);
   };
+
   if (options.member_forces) {
-    std::vector<torch::Tensor> forces, virials;
-    for (int64_t h = 0; h < members; ++h) {
-      forces.push_back(forces_of(gradient[h]));
-      virials.push_back(virial_of(env.pair_vectors[h], gradient[h]));
-    }
-    out.member_forces = torch::stack(forces);
-    out.member_virial = torch::stack(virials);
+    // Every member's own forces: the architecture shares what the members have in common.
+    PairGradientOptions gradient_options;
+    gradient_options.create_graph = options.create_graph;
+    gradient_options.gradient_scale = options.gradient_scale;
+    const MemberPairGradients resolved =
+        options.shared_member_work ? potential.member_energies_and_pair_gradients(env, gradient_options)
+                                   : potential.Potential::member_energies_and_pair_gradients(env, gradient_options);
+    out.member_atomic_energies = resolved.atomic_energies;
+    frame_energies();
+    out.member_forces = forces_of(resolved.pair_gradients);
+    out.member_virial = virial_of(env.pair_vectors.detach(), resolved.pair_gradients);
     if (options.forces) out.forces = out.member_forces.mean(0);
     if (options.virial) out.virial = out.member_virial.mean(0);
     return out;
   }
-  gradient = gradient * (1.0 / static_cast<double>(members));
-  if (options.forces) out.forces = forces_of(gradient);
-  if (options.virial) out.virial = virial_of(env.pair_vectors, gradient);
+
+  if (derivatives && !env.pair_vectors.requires_grad()) {
+    env.pair_vectors = env.pair_vectors.detach().requires_grad_(true);
+  }
+  out.member_atomic_energies = potential.member_atomic_energies(env);  // [H, C] float64
+  frame_energies();
+  if (!derivatives) return out;
+
+  // One backward pass: d(sum of the members' energies of every centre)/d(pair vectors), divided
+  // by H below (the mean's gradient). Each pair vector belongs to one centre.
+  const torch::Tensor scaled = out.member_atomic_energies.sum() * options.gradient_scale;
+  torch::Tensor gradient = torch::autograd::grad({scaled}, {env.pair_vectors}, {},
+                                                 /*retain_graph=*/options.create_graph,
+                                                 /*create_graph=*/options.create_graph)[0];
+  gradient = gradient * (1.0 / (options.gradient_scale * static_cast<double>(members)));
+  if (options.forces) out.forces = forces_of(gradient.unsqueeze(0)).squeeze(0);
+  if (options.virial) out.virial = virial_of(env.pair_vectors, gradient.unsqueeze(0)).squeeze(0);
   return out;
 }
 

@@ -52,9 +52,11 @@ struct PredictionOptions {
   // Forces are computed as grad(scale * E) / scale: the float16 gradient-penalty recipe
   // (docs/design.md §7.8, pitfall 5) lets small force contributions survive fp16. 1 otherwise.
   double gradient_scale = 1.0;
-  // Also every member's own forces and virials (one backward pass over member-resolved
-  // environments; the descriptor is evaluated once per member).
+  // Also every member's own forces and virials (Potential::member_energies_and_pair_gradients).
   bool member_forces = false;
+  // With member_forces: false takes the generic per-member evaluation instead of the
+  // architecture's shared one (the reference it is tested and benchmarked against).
+  bool shared_member_work = true;
 };
 
 struct Prediction {

@@ -3,6 +3,7 @@
 #include <ATen/Parallel.h>
 #include <torch/csrc/autograd/custom_function.h>
 
+#include <algorithm>
 #include <array>
 #include <cmath>
 #include <stdexcept>
@@ -179,6 +180,45 @@ void fused_backward(const Real* vectors, const int64_t* species, const Real* gra
                 });
 }
 
+// Every pair's channels, their r-derivatives, monomials and the monomials' gradients with respect
+// to the pair vector (through u = v / r: d/dv = (I - u u^T) / r d/du). Outputs zero-filled here;
+// padding rows stay 0.
+template <typename Real>
+void fused_basis(const Real* vectors, const int64_t* species, int64_t centers, int64_t width,
+                 const PairMomentsShape& shape, Real* channels, Real* slopes, Real* monomials,
+                 Real* monomial_gradients, Real* units) {
+  const int64_t radial = shape.radial_functions;
+  const int64_t count = monomial_count(shape.max_degree);
+  const int64_t channel_count = shape.num_species * radial;
+  const auto weights = monomial_weights<Real>();
+  const Real cutoff = static_cast<Real>(shape.cutoff);
+  const int64_t pairs = centers * width;
+  std::fill(channels, channels + pairs * channel_count, Real(0));
+  std::fill(slopes, slopes + pairs * channel_count, Real(0));
+  std::fill(monomials, monomials + pairs * count, Real(0));
+  std::fill(monomial_gradients, monomial_gradients + pairs * count * 3, Real(0));
+  std::fill(units, units + pairs * 3, Real(0));
+  for_each_pair(vectors, species, centers, width, shape,
+                [&](int64_t c, int64_t k, Real r, const Real* u, int64_t s) {
+                  const int64_t pair = c * width + k;
+                  Real phi[kMaxRadial], dphi[kMaxRadial], db[20][3];
+                  radial_values(r, cutoff, radial, phi, dphi);
+                  monomial_values<Real>(u, count, weights.data(), monomials + pair * count, db);
+                  Real* channel = channels + pair * channel_count + s * radial;
+                  Real* slope = slopes + pair * channel_count + s * radial;
+                  for (int64_t q = 0; q < radial; ++q) {
+                    channel[q] = phi[q];
+                    slope[q] = dphi[q];
+                  }
+                  Real* gradient = monomial_gradients + pair * count * 3;
+                  for (int64_t m = 0; m < count; ++m) {
+                    const Real along = db[m][0] * u[0] + db[m][1] * u[1] + db[m][2] * u[2];
+                    for (int d = 0; d < 3; ++d) gradient[m * 3 + d] = (db[m][d] - along * u[d]) / r;
+                  }
+                  for (int d = 0; d < 3; ++d) units[pair * 3 + d] = u[d];
+                });
+}
+
 class PairMomentsFunction : public torch::autograd::Function<PairMomentsFunction> {
  public:
   static torch::Tensor forward(torch::autograd::AutogradContext* ctx, const torch::Tensor& vectors,
@@ -263,6 +303,69 @@ torch::Tensor pair_moments_first_order(const torch::Tensor& pair_vectors, const 
   check_shape(shape);
   return PairMomentsFunction::apply(pair_vectors, neighbor_species, shape.num_species, shape.cutoff,
                                     shape.radial_functions, shape.max_degree);
+}
+
+PairBasis pair_basis(const torch::Tensor& pair_vectors, const torch::Tensor& neighbor_species,
+                     const PairMomentsShape& shape) {
+  check_shape(shape);
+  torch::NoGradGuard no_grad;
+  // The loop is host code: on another device the basis is computed on the host and moved back.
+  const torch::Device device = pair_vectors.device();
+  const torch::Tensor v = pair_vectors.detach().to(torch::kCPU).contiguous();
+  const torch::Tensor s = neighbor_species.to(torch::kCPU, torch::kInt64).contiguous();
+  const int64_t centers = v.size(0), width = v.size(1);
+  const int64_t channel_count = shape.num_species * shape.radial_functions;
+  const int64_t count = monomial_count(shape.max_degree);
+  PairBasis basis;
+  basis.channels = torch::empty({centers, width, channel_count}, v.options());
+  basis.channel_slopes = torch::empty({centers, width, channel_count}, v.options());
+  basis.monomials = torch::empty({centers, width, count}, v.options());
+  basis.monomial_gradients = torch::empty({centers, width, count, 3}, v.options());
+  basis.units = torch::empty({centers, width, 3}, v.options());
+  AT_DISPATCH_FLOATING_TYPES(v.scalar_type(), "pair_basis", [&] {
+    fused_basis<scalar_t>(v.data_ptr<scalar_t>(), s.data_ptr<int64_t>(), centers, width, shape,
+                          basis.channels.data_ptr<scalar_t>(), basis.channel_slopes.data_ptr<scalar_t>(),
+                          basis.monomials.data_ptr<scalar_t>(), basis.monomial_gradients.data_ptr<scalar_t>(),
+                          basis.units.data_ptr<scalar_t>());
+  });
+  if (!device.is_cpu()) {
+    for (torch::Tensor* tensor : {&basis.channels, &basis.channel_slopes, &basis.monomials,
+                                  &basis.monomial_gradients, &basis.units}) {
+      *tensor = tensor->to(device);
+    }
+  }
+  return basis;
+}
+
+torch::Tensor moments_from_basis(const PairBasis& basis) {
+  return torch::bmm(basis.channels.transpose(1, 2), basis.monomials);
+}
+
+torch::Tensor pair_gradients_from_moment_gradients(const PairBasis& basis,
+                                                   const torch::Tensor& moment_gradients) {
+  if (moment_gradients.dim() != 4 || moment_gradients.size(1) != basis.channels.size(0) ||
+      moment_gradients.size(2) != basis.channels.size(2) || moment_gradients.size(3) != basis.monomials.size(2)) {
+    throw std::invalid_argument("pair_gradients_from_moment_gradients: expected gradients [H, centres, channels, monomials]");
+  }
+  const int64_t sets = moment_gradients.size(0), centers = moment_gradients.size(1);
+  const int64_t channels = moment_gradients.size(2), count = moment_gradients.size(3);
+  const int64_t width = basis.channels.size(1);
+  // Centre-major, so that each centre's sets are the rows of one matrix product with its pairs.
+  const torch::Tensor by_center =
+      moment_gradients.to(basis.channels.scalar_type()).permute({1, 0, 2, 3});  // [C, H, J, N]
+  // sum_m G_jm b_m(u_k), then weighted by the channels' slopes: the part along u.
+  const torch::Tensor channel_weights =
+      torch::bmm(by_center.reshape({centers, sets * channels, count}), basis.monomials.transpose(1, 2))
+          .reshape({centers, sets, channels, width});
+  const torch::Tensor along = (channel_weights * basis.channel_slopes.transpose(1, 2).unsqueeze(1)).sum(2);
+  // sum_j G_jm channel_j(r_k), then through the monomials' gradients: the angular part.
+  const torch::Tensor monomial_weights =
+      torch::bmm(by_center.transpose(2, 3).reshape({centers, sets * count, channels}),
+                 basis.channels.transpose(1, 2))
+          .reshape({centers, sets, count, width});
+  const torch::Tensor across =
+      torch::einsum("chmk,ckmd->chkd", {monomial_weights, basis.monomial_gradients});
+  return (along.unsqueeze(-1) * basis.units.unsqueeze(1) + across).permute({1, 0, 2, 3});
 }
 
 }  // namespace otf

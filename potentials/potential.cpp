@@ -19,9 +19,33 @@ void Potential::set_hyperparameters(nlohmann::json hyperparameters) {
 }
 
 torch::Tensor Potential::member_atomic_energies(const LocalEnvironments& env) {
-  const torch::Tensor network = member_network_energies(env);
-  const torch::Tensor shifts = energy_shifts_.index_select(0, env.center_species);
+  return with_energy_shifts(member_network_energies(env), env.center_species);
+}
+
+torch::Tensor Potential::with_energy_shifts(const torch::Tensor& network,
+                                            const torch::Tensor& center_species) const {
+  const torch::Tensor shifts = energy_shifts_.index_select(0, center_species);
   return network.to(torch::kFloat64) + shifts.unsqueeze(0);
+}
+
+MemberPairGradients Potential::member_energies_and_pair_gradients(const LocalEnvironments& env,
+                                                                  const PairGradientOptions& options) {
+  if (env.member_resolved()) {
+    throw std::invalid_argument("member_energies_and_pair_gradients: expected shared pair vectors [centres, K, 3]");
+  }
+  torch::AutoGradMode grad_mode(true);
+  const torch::Tensor shared =
+      env.pair_vectors.requires_grad() ? env.pair_vectors : env.pair_vectors.detach().requires_grad_(true);
+  LocalEnvironments resolved = env;
+  resolved.pair_vectors = shared.unsqueeze(0).expand({committee_size(), -1, -1, -1});
+  MemberPairGradients out;
+  out.atomic_energies = member_atomic_energies(resolved);
+  const torch::Tensor scaled = out.atomic_energies.sum() * options.gradient_scale;
+  out.pair_gradients = torch::autograd::grad({scaled}, {resolved.pair_vectors}, {},
+                                             /*retain_graph=*/options.create_graph,
+                                             /*create_graph=*/options.create_graph)[0];
+  if (options.gradient_scale != 1.0) out.pair_gradients = out.pair_gradients * (1.0 / options.gradient_scale);
+  return out;
 }
 
 void Potential::fit_energy_shifts(const torch::Tensor& species_counts,

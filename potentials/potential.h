@@ -25,6 +25,22 @@ struct DescriptorMoments {
   torch::Tensor sum_sq;  // [species, features] float64
 };
 
+// Options of Potential::member_energies_and_pair_gradients.
+struct PairGradientOptions {
+  // Keep the graph of the gradients (a training loss on forces needs their parameter gradients).
+  bool create_graph = false;
+  // Gradients are taken of gradient_scale * E and divided by it (the float16 recipe of
+  // PredictionOptions::gradient_scale).
+  double gradient_scale = 1.0;
+};
+
+// Every member's atomic energies with the gradient of that member's energy with respect to the
+// pair vectors: every member's own forces and virials.
+struct MemberPairGradients {
+  torch::Tensor atomic_energies;  // [members, centres] float64, as member_atomic_energies
+  torch::Tensor pair_gradients;   // [members, centres, K, 3]: d(sum_c E_hc) / d(pair vector c,k)
+};
+
 class Potential : public torch::nn::Module {
  public:
   explicit Potential(ModelSpec spec);
@@ -42,8 +58,18 @@ class Potential : public torch::nn::Module {
   // Per-atom energies of every committee member, [members, centres], float64 (the per-element
   // shift is added in float64 so that total energies never lose digits: docs/design.md §7.8,
   // pitfall 1). Twice differentiable with respect to env.pair_vectors and the parameters. Inside an
-  // autocast region the architecture's matrix products run in its lower precision.
+  // autocast region the architecture chooses which products take the lower precision (the
+  // default potential: its networks' matrix products).
   torch::Tensor member_atomic_energies(const LocalEnvironments& env);
+
+  // Member-resolved energies and pair gradients of shared environments (env.pair_vectors
+  // [centres, K, 3]). This generic version evaluates the architecture on one copy of the pair
+  // vectors per member (one backward pass then separates the members), which repeats the
+  // descriptor per member; an architecture overrides it when it can share that work. The
+  // gradients are differentiable with respect to the parameters (with create_graph), not
+  // necessarily with respect to the positions again.
+  virtual MemberPairGradients member_energies_and_pair_gradients(const LocalEnvironments& env,
+                                                                 const PairGradientOptions& options);
 
   // ---- Per-element energy shifts: E_atom = shift[species] + network output ----
   // Least squares fit of sum_s counts[f, s] * shift[s] = energies[f] over frames f (counts
@@ -72,6 +98,8 @@ class Potential : public torch::nn::Module {
   void set_hyperparameters(nlohmann::json hyperparameters);
   // The networks' part: [members, centres] in any floating dtype (cast to float64 by the caller).
   virtual torch::Tensor member_network_energies(const LocalEnvironments& env) = 0;
+  // network [members, centres] in any floating dtype, plus the per-element shifts, in float64.
+  torch::Tensor with_energy_shifts(const torch::Tensor& network, const torch::Tensor& center_species) const;
 
  private:
   ModelSpec spec_;

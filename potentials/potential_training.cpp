@@ -323,6 +323,7 @@ TrainingFunction potential_training_function(PotentialTrainingOptions options) {
     prediction_options.forces = true;
     prediction_options.virial = options.stress;
     prediction_options.member_forces = options.train_members;
+    prediction_options.shared_member_work = options.shared_member_work;
     prediction_options.create_graph = torch::GradMode::is_enabled();
     const Prediction prediction = predict(*potential, graph, prediction_options);
     const ForceRouting routing = force_routing(batch);

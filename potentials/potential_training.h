@@ -90,6 +90,8 @@ struct PotentialTrainingOptions {
   // measures uncertainty); false trains the committee mean only (cheaper, members drift together).
   bool train_members = true;
   bool stress = false;
+  // false: the generic per-member evaluation (PredictionOptions::shared_member_work).
+  bool shared_member_work = true;
   // Sums frame energies over ranks and exchanges halo forces; null: one process.
   std::shared_ptr<Communicator> communicator;
 };

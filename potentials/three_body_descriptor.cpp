@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "autocast_region.h"
 #include "radial_basis.h"
 
 namespace otf {
@@ -75,13 +76,18 @@ ThreeBodyDescriptor::ThreeBodyDescriptor(ThreeBodyDescriptorOptions options)
 }
 
 torch::Tensor ThreeBodyDescriptor::operator()(const LocalEnvironments& env) const {
-  const int64_t centers = env.pair_vectors.size(0);
-  // [C, S x radial, monomials]
-  const torch::Tensor moments =
-      // The fused kernel is host code: tensors on a GPU take the differentiable composition.
+  const AutocastRegion input_precision = AutocastRegion::disabled(env.pair_vectors.device());
+  // The fused kernel is host code: tensors on a GPU take the differentiable composition.
+  return features_from_moments(
       env.first_derivatives_only && env.pair_vectors.device().is_cpu()
           ? pair_moments_first_order(env.pair_vectors, env.neighbor_species, moments_shape_)
-          : pair_moments(env.pair_vectors, env.neighbor_species, moments_shape_);
+          : pair_moments(env.pair_vectors, env.neighbor_species, moments_shape_));
+}
+
+torch::Tensor ThreeBodyDescriptor::features_from_moments(const torch::Tensor& moments) const {
+  // In the input's precision also inside an autocast region: see the header.
+  const AutocastRegion input_precision = AutocastRegion::disabled(moments.device());
+  const int64_t centers = moments.size(0);
   std::vector<torch::Tensor> features = {moments.select(-1, 0)};
   if (moments_shape_.max_degree > 0) {
     const torch::Tensor angular = moments.index_select(1, angular_channels_.to(moments.device()));  // [C, A, monomials]

@@ -11,7 +11,10 @@
 // for pairs (s,k) <= (s',k') with k, k' < angular_radial_functions: the three-body sums over
 // cos(theta_jij')^l that Behler's angular functions (1 + lambda cos theta)^zeta expand into.
 // Cost is linear in the neighbour count; the moments and the pair contractions are batched matrix
-// products, which autocast runs in the lower precision.
+// products. They run in the input's precision also inside an autocast region: they are many small
+// products (a few by some tens per centre) that a lower precision makes slower on a CPU, not
+// faster, and the moments are sums over neighbours that bfloat16 would round to three digits
+// (docs/bench-training-step.md has the profile). The networks take the lower precision.
 #pragma once
 
 #include <nlohmann/json.hpp>
@@ -46,6 +49,11 @@ class ThreeBodyDescriptor {
   // [centres, num_features()] in the dtype of env.pair_vectors (or the autocast dtype of the
   // matrix products); differentiable twice.
   torch::Tensor operator()(const LocalEnvironments& env) const;
+  // The features of given moments [centres, S x radial, monomials] (pair_moments.h); the
+  // descriptor is features_from_moments(pair moments of env).
+  torch::Tensor features_from_moments(const torch::Tensor& moments) const;
+
+  const PairMomentsShape& moments_shape() const { return moments_shape_; }
 
   int64_t num_features() const { return num_features_; }
   const ThreeBodyDescriptorOptions& options() const { return options_; }

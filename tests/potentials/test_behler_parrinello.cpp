@@ -354,6 +354,79 @@ TEST(PairMoments, FusedKernelEqualsTheDifferentiableComposition) {
   }
 }
 
+// The plain-tensor pair basis gives the moments, and the pair gradients of many sets of moment
+// gradients at once equal autograd's through the composition, set by set; they are themselves
+// differentiable in those moment gradients (the parameter gradient of a force loss).
+TEST(PairMoments, BasisGivesMomentsAndPairGradientsForManySetsAtOnce) {
+  torch::manual_seed(5);
+  const PairMomentsShape shape{2, 4.0, 6, 3};
+  for (auto dtype : {torch::kFloat64, torch::kFloat32}) {
+    torch::Tensor vectors = 2.0 * torch::randn({4, 7, 3}, dtype);
+    torch::Tensor species = torch::randint(0, 2, {4, 7}, torch::kInt64);
+    vectors[2][5] = torch::tensor({8.0, 0.0, 0.0}, dtype);  // padding
+    species[2][5] = 2;
+    const double tolerance = dtype == torch::kFloat64 ? 1e-12 : 1e-5;
+    const PairBasis basis = pair_basis(vectors, species, shape);
+    const torch::Tensor a = vectors.clone().requires_grad_(true);
+    const torch::Tensor reference = pair_moments(a, species, shape);
+    EXPECT_TRUE(torch::allclose(moments_from_basis(basis), reference, tolerance, tolerance)) << dtype;
+
+    const torch::Tensor sets = torch::randn({3, 4, 12, 20}, dtype).requires_grad_(true);
+    const torch::Tensor gradients = pair_gradients_from_moment_gradients(basis, sets);
+    ASSERT_EQ(gradients.sizes(), (std::vector<int64_t>{3, 4, 7, 3}));
+    const torch::Tensor weights = torch::randn({3, 4, 7, 3}, dtype);
+    for (int64_t h = 0; h < 3; ++h) {
+      const torch::Tensor set = sets[h].detach().clone().requires_grad_(true);
+      const torch::Tensor expected =
+          torch::autograd::grad({(reference * set).sum()}, {a}, {}, true, true)[0];
+      EXPECT_TRUE(torch::allclose(gradients[h], expected, tolerance, tolerance)) << dtype << " set " << h;
+      EXPECT_EQ(gradients[h][2][5].abs().sum().item<double>(), 0.0);
+      // d/d(set) of sum(weights . pair gradients): through autograd's double backward.
+      const torch::Tensor expected_second = torch::autograd::grad({(expected * weights[h]).sum()}, {set})[0];
+      const torch::Tensor second =
+          torch::autograd::grad({(gradients[h] * weights[h]).sum()}, {sets}, {}, true)[0][h];
+      EXPECT_TRUE(torch::allclose(second, expected_second, tolerance, tolerance)) << dtype << " set " << h;
+    }
+  }
+}
+
+// The default potential's shared member gradients (one pass over the pairs for the committee)
+// equal the generic per-member evaluation: energies, every member's pair gradients, and the
+// parameter gradients of a loss on both, in float64, with and without the float16 scale.
+TEST(BehlerParrinello, SharedMemberGradientsEqualTheGenericPerMemberEvaluation) {
+  const PeriodicConfiguration config = random_configuration(24, 2, true, 21);
+  const std::shared_ptr<Potential> model = fitted_model("float64", {config});
+  const PeriodicSystem system(config, model->cutoff());
+  const NeighborGraph graph = neighbor_graph_from_view(system.view(), model->cutoff());
+  const LocalEnvironments env = local_environments(graph, model->num_species(), model->cutoff(), model->dtype());
+  torch::manual_seed(8);
+  const int64_t members = model->committee_size();
+  const torch::Tensor force_weights = torch::randn({members, env.num_centers(), env.max_neighbors(), 3}, torch::kFloat64);
+  const torch::Tensor energy_weights = torch::randn({members, env.num_centers()}, torch::kFloat64);
+  const std::vector<torch::Tensor> parameters = model->parameters();
+  for (double scale : {1.0, 64.0}) {
+    PairGradientOptions options;
+    options.create_graph = true;
+    options.gradient_scale = scale;
+    const MemberPairGradients shared = model->member_energies_and_pair_gradients(env, options);
+    const MemberPairGradients generic = model->Potential::member_energies_and_pair_gradients(env, options);
+    EXPECT_TRUE(torch::allclose(shared.atomic_energies, generic.atomic_energies, 1e-12, 1e-12));
+    const double norm = generic.pair_gradients.abs().max().item<double>();
+    EXPECT_GT(norm, 1e-3);
+    EXPECT_LT((shared.pair_gradients - generic.pair_gradients).abs().max().item<double>(), 1e-10 * norm);
+    auto loss_gradients = [&](const MemberPairGradients& result) {
+      const torch::Tensor loss = (result.pair_gradients * force_weights).sum() +
+                                 (result.atomic_energies * energy_weights).sum();
+      return torch::autograd::grad({loss}, parameters);
+    };
+    const std::vector<torch::Tensor> a = loss_gradients(shared), b = loss_gradients(generic);
+    for (std::size_t p = 0; p < parameters.size(); ++p) {
+      const double reference = b[p].abs().max().item<double>();
+      EXPECT_LT((a[p] - b[p]).abs().max().item<double>(), 1e-10 * std::max(reference, 1.0)) << "parameter " << p;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace otf::testing
 
