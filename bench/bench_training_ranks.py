@@ -13,7 +13,7 @@
    within the cutoff of one).
 
 Usage: bench_training_ranks.py --lmp LMP --plugin-dir DIR [--mpiexec MPIEXEC]
-                               [--sizes 512,4096,32768] [--count-ranks 2,4,8] [--out PREFIX]
+                               [--sizes 512,4096,32768] [--count-ranks 2,4,8] [--rounds 3] [--out PREFIX]
 Writes PREFIX.txt (the report) and PREFIX.tsv (one row per size).
 """
 import argparse
@@ -92,6 +92,11 @@ def frame_parts(log):
     return [float(v) for v in match.groups()]
 
 
+def median(values):
+    values = sorted(values)
+    return values[len(values) // 2]
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--lmp", required=True)
@@ -100,11 +105,14 @@ def main():
     parser.add_argument("--sizes", default="512,4096,32768")
     parser.add_argument("--count-ranks", default="2,4,8")
     parser.add_argument("--out", default="")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds of the 1- and 2-rank runs; speed-ups are medians over the rounds")
     options = parser.parse_args()
     sizes = [int(s) for s in options.sizes.split(",")]
     work = Path(tempfile.mkdtemp(prefix="otf-bench-ranks-"))
     lines = ["Training and inference speed-up of 2 MPI ranks over 1 (one thread each), Si diamond, "
-             "fix otf/train reference sw, drive reference, batch 1, float32, the Si example's model",
+             "fix otf/train reference sw, drive reference, batch 1, float32, the Si example's model; "
+             f"medians of {options.rounds} rounds (times, and the speed-ups of each round)",
              "", "| atoms | labelled steps | training 1 rank (s) | training 2 ranks (s) | training "
              "speed-up | inference 1 rank (s) | inference 2 ranks (s) | inference speed-up | target |",
              "|---|---|---|---|---|---|---|---|---|"]
@@ -112,13 +120,19 @@ def main():
     for atoms in sizes:
         steps, every = SCHEDULE[atoms]
         text = script(CELLS[atoms], steps, every)
-        times = {}
-        for ranks in (1, 2):
-            log = run(options.lmp, options.mpiexec, options.plugin_dir, work, ranks, text,
-                      f"in.{atoms}.np{ranks}")
-            times[ranks] = (section_max(log, "Modify"), section_max(log, "Pair"))
-        training = times[1][0] / times[2][0]
-        inference = times[1][1] / times[2][1]
+        # Rounds of both runs, in alternating order, and medians over the rounds: a virtual
+        # machine's speed drifts by tens of percent between runs a minute apart.
+        rounds = []
+        for round_index in range(options.rounds):
+            timed = {}
+            for ranks in ((1, 2) if round_index % 2 == 0 else (2, 1)):
+                log = run(options.lmp, options.mpiexec, options.plugin_dir, work, ranks, text,
+                          f"in.{atoms}.np{ranks}")
+                timed[ranks] = (section_max(log, "Modify"), section_max(log, "Pair"))
+            rounds.append(timed)
+        times = {ranks: tuple(median([r[ranks][k] for r in rounds]) for k in (0, 1)) for ranks in (1, 2)}
+        training = median([r[1][0] / r[2][0] for r in rounds])
+        inference = median([r[1][1] / r[2][1] for r in rounds])
         target = "" if atoms < 4096 else ("met" if training >= 1.8 else "MISSED (1.8)")
         labels = steps // every
         lines.append(f"| {atoms} | {labels} | {times[1][0]:.2f} | {times[2][0]:.2f} | {training:.2f} | "
