@@ -119,9 +119,7 @@ torch::Tensor BehlerParrinelloPotential::network_energies(const torch::Tensor& s
 
 MemberPairGradients BehlerParrinelloPotential::member_energies_and_pair_gradients(
     const LocalEnvironments& env, const PairGradientOptions& options) {
-  if (env.member_resolved()) {
-    throw std::invalid_argument("member_energies_and_pair_gradients: expected shared pair vectors [centres, K, 3]");
-  }
+  require_shared_environments(env);
   torch::AutoGradMode grad_mode(true);
   const int64_t members = committee_size(), centers = env.num_centers();
   const PairBasis basis = pair_basis(env.pair_vectors, env.neighbor_species, descriptor_->moments_shape());
@@ -145,11 +143,7 @@ MemberPairGradients BehlerParrinelloPotential::member_energies_and_pair_gradient
           .reshape({members, centers, descriptor_->num_features()});
   MemberPairGradients out;
   out.atomic_energies = with_energy_shifts(network_energies(standardised, env.center_species), env.center_species);
-  const torch::Tensor scaled = out.atomic_energies.sum() * options.gradient_scale;
-  torch::Tensor moment_gradients = torch::autograd::grad({scaled}, {member_moments}, {},
-                                                         /*retain_graph=*/options.create_graph,
-                                                         /*create_graph=*/options.create_graph)[0];
-  if (options.gradient_scale != 1.0) moment_gradients = moment_gradients * (1.0 / options.gradient_scale);
+  const torch::Tensor moment_gradients = energy_gradient(out.atomic_energies, member_moments, options);
   const AutocastRegion input_precision = AutocastRegion::disabled(env.pair_vectors.device());
   out.pair_gradients =
       pair_gradients_from_moment_gradients(basis, moment_gradients.reshape({members, centers, channels, count}));

@@ -137,6 +137,9 @@ Prediction predict(Potential& potential, const NeighborGraph& graph, const Predi
   const bool masked = graph.center_energy_mask.defined();
   const torch::Tensor safe = graph.neighbor_index.clamp_min(0).reshape({-1});
   const int64_t atoms = graph.positions.size(0);
+  PairGradientOptions gradient_options;
+  gradient_options.create_graph = options.create_graph;
+  gradient_options.gradient_scale = options.gradient_scale;
   Prediction out;
   auto frame_energies = [&] {
     const torch::Tensor counted = masked ? out.member_atomic_energies * graph.center_energy_mask.to(torch::kFloat64)
@@ -163,9 +166,6 @@ Prediction predict(Potential& potential, const NeighborGraph& graph, const Predi
 
   if (options.member_forces) {
     // Every member's own forces: the architecture shares what the members have in common.
-    PairGradientOptions gradient_options;
-    gradient_options.create_graph = options.create_graph;
-    gradient_options.gradient_scale = options.gradient_scale;
     const MemberPairGradients resolved =
         options.shared_member_work ? potential.member_energies_and_pair_gradients(env, gradient_options)
                                    : potential.Potential::member_energies_and_pair_gradients(env, gradient_options);
@@ -186,12 +186,10 @@ Prediction predict(Potential& potential, const NeighborGraph& graph, const Predi
   if (!derivatives) return out;
 
   // One backward pass: d(sum of the members' energies of every centre)/d(pair vectors), divided
-  // by H below (the mean's gradient). Each pair vector belongs to one centre.
-  const torch::Tensor scaled = out.member_atomic_energies.sum() * options.gradient_scale;
-  torch::Tensor gradient = torch::autograd::grad({scaled}, {env.pair_vectors}, {},
-                                                 /*retain_graph=*/options.create_graph,
-                                                 /*create_graph=*/options.create_graph)[0];
-  gradient = gradient * (1.0 / (options.gradient_scale * static_cast<double>(members)));
+  // by H (the mean's gradient). Each pair vector belongs to one centre.
+  const torch::Tensor gradient =
+      energy_gradient(out.member_atomic_energies, env.pair_vectors, gradient_options) *
+      (1.0 / static_cast<double>(members));
   if (options.forces) out.forces = forces_of(gradient.unsqueeze(0)).squeeze(0);
   if (options.virial) out.virial = virial_of(env.pair_vectors, gradient.unsqueeze(0)).squeeze(0);
   return out;

@@ -28,11 +28,25 @@ torch::Tensor Potential::with_energy_shifts(const torch::Tensor& network,
   return network.to(torch::kFloat64) + shifts.unsqueeze(0);
 }
 
-MemberPairGradients Potential::member_energies_and_pair_gradients(const LocalEnvironments& env,
-                                                                  const PairGradientOptions& options) {
+torch::Tensor energy_gradient(const torch::Tensor& energies, const torch::Tensor& input,
+                              const PairGradientOptions& options) {
+  const torch::Tensor scaled = energies.sum() * options.gradient_scale;
+  torch::Tensor gradient = torch::autograd::grad({scaled}, {input}, {},
+                                                 /*retain_graph=*/options.create_graph,
+                                                 /*create_graph=*/options.create_graph)[0];
+  if (options.gradient_scale != 1.0) gradient = gradient * (1.0 / options.gradient_scale);
+  return gradient;
+}
+
+void Potential::require_shared_environments(const LocalEnvironments& env) {
   if (env.member_resolved()) {
     throw std::invalid_argument("member_energies_and_pair_gradients: expected shared pair vectors [centres, K, 3]");
   }
+}
+
+MemberPairGradients Potential::member_energies_and_pair_gradients(const LocalEnvironments& env,
+                                                                  const PairGradientOptions& options) {
+  require_shared_environments(env);
   torch::AutoGradMode grad_mode(true);
   const torch::Tensor shared =
       env.pair_vectors.requires_grad() ? env.pair_vectors : env.pair_vectors.detach().requires_grad_(true);
@@ -40,11 +54,7 @@ MemberPairGradients Potential::member_energies_and_pair_gradients(const LocalEnv
   resolved.pair_vectors = shared.unsqueeze(0).expand({committee_size(), -1, -1, -1});
   MemberPairGradients out;
   out.atomic_energies = member_atomic_energies(resolved);
-  const torch::Tensor scaled = out.atomic_energies.sum() * options.gradient_scale;
-  out.pair_gradients = torch::autograd::grad({scaled}, {resolved.pair_vectors}, {},
-                                             /*retain_graph=*/options.create_graph,
-                                             /*create_graph=*/options.create_graph)[0];
-  if (options.gradient_scale != 1.0) out.pair_gradients = out.pair_gradients * (1.0 / options.gradient_scale);
+  out.pair_gradients = energy_gradient(out.atomic_energies, resolved.pair_vectors, options);
   return out;
 }
 

@@ -41,6 +41,11 @@ struct MemberPairGradients {
   torch::Tensor pair_gradients;   // [members, centres, K, 3]: d(sum_c E_hc) / d(pair vector c,k)
 };
 
+// d(sum of energies)/d(input), taken as d(gradient_scale x sum)/d(input) / gradient_scale; the
+// graph is kept with options.create_graph. predict() and the member-resolved paths use it.
+torch::Tensor energy_gradient(const torch::Tensor& energies, const torch::Tensor& input,
+                              const PairGradientOptions& options);
+
 class Potential : public torch::nn::Module {
  public:
   explicit Potential(ModelSpec spec);
@@ -98,6 +103,8 @@ class Potential : public torch::nn::Module {
   void set_hyperparameters(nlohmann::json hyperparameters);
   // The networks' part: [members, centres] in any floating dtype (cast to float64 by the caller).
   virtual torch::Tensor member_network_energies(const LocalEnvironments& env) = 0;
+  // Throws std::invalid_argument unless env holds shared pair vectors [centres, K, 3].
+  static void require_shared_environments(const LocalEnvironments& env);
   // network [members, centres] in any floating dtype, plus the per-element shifts, in float64.
   torch::Tensor with_energy_shifts(const torch::Tensor& network, const torch::Tensor& center_species) const;
 

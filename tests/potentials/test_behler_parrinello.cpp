@@ -8,6 +8,7 @@
 #include <cmath>
 #include <numeric>
 #include <random>
+#include <utility>
 
 #include "behler_parrinello_potential.h"
 #include "pair_moments.h"
@@ -331,16 +332,26 @@ TEST(BehlerParrinello, FrozenDescriptorStatisticsStayFixed) {
 namespace otf::testing {
 namespace {
 
+// Random neighbourhoods: pair vectors [centres, width, 3] of about `spread` length and neighbour
+// species, with slot (padding_center, padding_slot) a padding row (beyond the cutoff, species =
+// num_species).
+std::pair<torch::Tensor, torch::Tensor> random_pairs(const PairMomentsShape& shape, int64_t centers,
+                                                     int64_t width, double spread, int64_t padding_center,
+                                                     int64_t padding_slot, torch::ScalarType dtype) {
+  torch::Tensor vectors = spread * torch::randn({centers, width, 3}, dtype);
+  torch::Tensor species = torch::randint(0, shape.num_species, {centers, width}, torch::kInt64);
+  vectors[padding_center][padding_slot] = torch::tensor({2.0 * shape.cutoff, 0.0, 0.0}, dtype);
+  species[padding_center][padding_slot] = shape.num_species;
+  return {vectors, species};
+}
+
 // The fused first-order kernel of MD and the LibTorch composition of training compute the same
 // moments and the same gradients, padding rows and several species included.
 TEST(PairMoments, FusedKernelEqualsTheDifferentiableComposition) {
   torch::manual_seed(4);
   const PairMomentsShape shape{3, 4.0, 7, 3};
   for (auto dtype : {torch::kFloat64, torch::kFloat32}) {
-    torch::Tensor vectors = 2.5 * torch::randn({5, 9, 3}, dtype);
-    torch::Tensor species = torch::randint(0, 3, {5, 9}, torch::kInt64);
-    vectors[1][3] = torch::tensor({8.0, 0.0, 0.0}, dtype);  // padding: beyond the cutoff
-    species[1][3] = 3;
+    const auto [vectors, species] = random_pairs(shape, 5, 9, 2.5, 1, 3, dtype);
     const torch::Tensor grad_out = torch::randn({5, 21, 20}, dtype);
     const torch::Tensor a = vectors.clone().requires_grad_(true), b = vectors.clone().requires_grad_(true);
     const torch::Tensor reference = pair_moments(a, species, shape);
@@ -361,10 +372,7 @@ TEST(PairMoments, BasisGivesMomentsAndPairGradientsForManySetsAtOnce) {
   torch::manual_seed(5);
   const PairMomentsShape shape{2, 4.0, 6, 3};
   for (auto dtype : {torch::kFloat64, torch::kFloat32}) {
-    torch::Tensor vectors = 2.0 * torch::randn({4, 7, 3}, dtype);
-    torch::Tensor species = torch::randint(0, 2, {4, 7}, torch::kInt64);
-    vectors[2][5] = torch::tensor({8.0, 0.0, 0.0}, dtype);  // padding
-    species[2][5] = 2;
+    const auto [vectors, species] = random_pairs(shape, 4, 7, 2.0, 2, 5, dtype);
     const double tolerance = dtype == torch::kFloat64 ? 1e-12 : 1e-5;
     const PairBasis basis = pair_basis(vectors, species, shape);
     const torch::Tensor a = vectors.clone().requires_grad_(true);
