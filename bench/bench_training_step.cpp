@@ -8,7 +8,7 @@
 // its own step on the same frames.
 //
 // Usage: bench_training_step [--cells 4] [--frames 1] [--repeats 11] [--threads 1]
-//                            [--precisions float32,bfloat16,float16] [--export DIR]
+//                            [--precisions float32,bfloat16,float16] [--hidden 32,32] [--export DIR]
 // Prints one line per measurement: "<what> <precision> <microseconds per atom>", then ratios.
 #include <torch/torch.h>
 
@@ -45,6 +45,7 @@ struct Options {
   int repeats = 11;
   int threads = 1;
   std::vector<std::string> precisions = {"float32", "bfloat16", "float16"};
+  std::vector<int> hidden = {32, 32};  // the main example's widths
   std::string export_dir;
 };
 
@@ -69,10 +70,14 @@ Options parse_options(int argc, char** argv) {
       options.precisions.clear();
       std::stringstream list(value);
       for (std::string item; std::getline(list, item, ',');) options.precisions.push_back(item);
+    } else if (key == "--hidden") {
+      options.hidden.clear();
+      std::stringstream list(value);
+      for (std::string item; std::getline(list, item, ',');) options.hidden.push_back(std::stoi(item));
     } else if (key == "--export") {
       options.export_dir = value;
     } else {
-      std::fprintf(stderr, "unknown option %s (expected --cells, --frames, --repeats, --threads, --precisions, --export)\n",
+      std::fprintf(stderr, "unknown option %s (expected --cells, --frames, --repeats, --threads, --precisions, --hidden, --export)\n",
                    key.c_str());
       std::exit(2);
     }
@@ -80,8 +85,8 @@ Options parse_options(int argc, char** argv) {
   return options;
 }
 
-// The main example's model (examples/si-sw/si-spec.json).
-otf::ModelSpec example_spec(const std::string& dtype) {
+// The main example's model (examples/si-sw/si-spec.json), with other hidden widths if asked.
+otf::ModelSpec example_spec(const std::string& dtype, const std::vector<int>& hidden) {
   otf::ModelSpec spec;
   spec.elements = {"Si"};
   spec.cutoff = 4.0;
@@ -89,7 +94,7 @@ otf::ModelSpec example_spec(const std::string& dtype) {
   spec.dtype = dtype;
   spec.seed = 1;
   spec.hyperparameters = {{"radial_functions", 8}, {"angular_radial_functions", 4}, {"max_angular_order", 3},
-                          {"hidden", {32, 32}}, {"activation", "silu"}};
+                          {"hidden", hidden}, {"activation", "silu"}};
   return spec;
 }
 
@@ -98,11 +103,16 @@ struct Frame {
   int owned = 0;
 };
 
+// Si diamond (lattice constant 5.431 A), positions jittered by up to 0.1 A per component.
+otf::PeriodicConfiguration si_crystal(int cells, uint64_t seed) {
+  return otf::diamond_crystal(cells, 5.431, 0.1, seed);
+}
+
 // A thermalised diamond crystal as a stored training frame (owned atoms, the periodic images
 // within the cutoff, force_owner folding them), with labels drawn at random: the step's cost does
 // not depend on the label values.
 Frame make_frame(int cells, uint64_t seed, double cutoff) {
-  const otf::PeriodicSystem system(otf::diamond_crystal(cells, 5.431, 0.1, seed), cutoff);
+  const otf::PeriodicSystem system(si_crystal(cells, seed), cutoff);
   torch::Tensor kept;
   const otf::NeighborGraph graph =
       otf::drop_unused_atoms(otf::neighbor_graph_from_view(system.view(), cutoff), &kept);
@@ -181,7 +191,7 @@ StepSetup step_setup(int64_t members, bool shared) {
 int main(int argc, char** argv) {
   const Options options = parse_options(argc, argv);
   torch::set_num_threads(options.threads);
-  const otf::ModelSpec spec = example_spec("float32");
+  const otf::ModelSpec spec = example_spec("float32", options.hidden);
   const auto model = otf::create_potential(spec);
 
   std::vector<Frame> frames;
@@ -211,7 +221,7 @@ int main(int argc, char** argv) {
   // The machines here change speed by tens of percent within a minute: every measurement is
   // taken once per round, inference and steps of every precision interleaved, and the medians
   // over the rounds are compared.
-  const otf::PeriodicSystem system(otf::diamond_crystal(options.cells, 5.431, 0.1, 11), spec.cutoff);
+  const otf::PeriodicSystem system(si_crystal(options.cells, 11), spec.cutoff);
   const otf::AtomicSystemView view = system.view();
   std::vector<double> forces(3 * static_cast<std::size_t>(view.num_atoms));
 
@@ -294,7 +304,7 @@ int main(int argc, char** argv) {
 
   if (!options.export_dir.empty()) {
     // The float32 model's weights evaluated in float64: the peer must reproduce these to 1e-10.
-    const auto wide = otf::create_potential(example_spec("float64"));
+    const auto wide = otf::create_potential(example_spec("float64", options.hidden));
     copy_model(*model, *wide);
     const otf::NeighborGraph graph = otf::neighbor_graph_from_batch(batch);
     otf::PredictionOptions prediction_options;
@@ -312,6 +322,9 @@ int main(int argc, char** argv) {
     nlohmann::json extra;
     extra["spec"] = otf::to_json(wide->spec());
     extra["atoms"] = atoms;
+    // Every frame is a diamond crystal of the same cell: a peer that builds its own neighbour
+    // lists (MACE) needs it with the owned atoms (the rows of force_mask).
+    extra["cell"] = si_crystal(options.cells, 11).cell;
     extra["threads"] = options.threads;
     nlohmann::json timings;
     for (const std::string& name : options.precisions) {

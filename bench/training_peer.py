@@ -137,7 +137,8 @@ def predict(peer, frames, member_forces, create_graph):
     """Member energies [H, frames] float64, and forces on owned atoms: [H, atoms, 3] per member
     (member_forces True: one autograd pass per member; "batched": one vectorised pass,
     is_grads_batched) or [atoms, 3] of the committee mean (False: one pass)."""
-    positions = frames.positions.to(peer.dtype).requires_grad_(True)
+    # detach: in float64 .to() returns the frame's own tensor, which must not start requiring grad.
+    positions = frames.positions.to(peer.dtype).detach().requires_grad_(True)
     atomic = peer.member_atomic_energies(frames.pair_vectors(positions, peer.cutoff))
     energy = torch.zeros(peer.members, frames.frames, dtype=torch.float64).index_add(1, frames.center_frame, atomic)
     fold = lambda f: torch.zeros_like(f).index_add(0, frames.force_owner, f)
@@ -194,7 +195,8 @@ def time_step(peer, frames, precision, repeats, member_forces=True):
     lower = autocast_dtype(precision)
     atoms = int(frames.atoms_per_frame.sum())
     optimizer = torch.optim.Adam(peer.parameters(), lr=1e-3)
-    scaler = torch.amp.GradScaler("cpu", enabled=precision == "float16")
+    # Only float16 needs loss scaling; torch 1.13 has no CPU GradScaler (nor CPU float16 autocast).
+    scaler = torch.amp.GradScaler("cpu") if precision == "float16" else None
     times = []
     for r in range(repeats + 1):
         start = time.perf_counter()
@@ -202,9 +204,13 @@ def time_step(peer, frames, precision, repeats, member_forces=True):
         with torch.autocast("cpu", dtype=lower or torch.bfloat16, enabled=lower is not None):
             energy, forces = predict(peer, frames, member_forces=member_forces, create_graph=True)
             loss = member_loss(peer, frames, energy, forces)
-        scaler.scale(loss).backward()
-        scaler.step(optimizer)
-        scaler.update()
+        if scaler is None:
+            loss.backward()
+            optimizer.step()
+        else:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)
+            scaler.update()
         if r > 0:
             times.append((time.perf_counter() - start) * 1e6 / atoms)
     return sorted(times)[len(times) // 2]
