@@ -24,14 +24,18 @@ case "$LAMMPS_KOKKOS" in
     kokkos_options=(-D CMAKE_PROJECT_INCLUDE="$OTF_ROOT/cmake/FixDebianKokkos.cmake") ;;
   *)
     status=0
-    kokkos_prefix=$("$OTF_ROOT/scripts/build-kokkos.sh" "$LAMMPS_KOKKOS" | tail -n 1) || status=$?
-    if ((status == 3)); then
+    kokkos_prefix=$("$OTF_ROOT/scripts/build-kokkos.sh" "$LAMMPS_KOKKOS" "$LAMMPS_KOKKOS_BACKEND" | tail -n 1) || status=$?
+    if ((status == 3)) && [[ $LAMMPS_KOKKOS_BACKEND == cuda ]]; then
+      log "the CUDA flavour needs Kokkos $LAMMPS_KOKKOS's source (OTF_KOKKOS_SOURCE)"; exit 3
+    elif ((status == 3)); then
       kokkos_prefix=""
       log "building LAMMPS $LAMMPS_EXPECTED_VERSION WITHOUT its KOKKOS package (no Kokkos $LAMMPS_KOKKOS source): pair_style otf/kk is left out"
     elif ((status != 0)); then
       exit "$status"
     else
       kokkos_options=(-D Kokkos_DIR="$kokkos_prefix/lib/cmake/Kokkos")
+      # A CUDA Kokkos compiles everything that includes its headers with its nvcc_wrapper.
+      if [[ $LAMMPS_KOKKOS_BACKEND == cuda ]]; then kokkos_options+=(-D CMAKE_CXX_COMPILER="$kokkos_prefix/bin/nvcc_wrapper"); fi
     fi ;;
 esac
 prefix="$cache_root/$(lammps_config_key "$kokkos_prefix")"
@@ -44,45 +48,63 @@ if [[ -f "$prefix/.complete" ]]; then
 fi
 
 work="$prefix.work"
-rm -rf "$work"
-mkdir -p "$work"
 
-case "$LAMMPS_SOURCE" in
-  apt:*)
-    log "fetching Debian's source package into $work"
-    (cd "$work" && apt-get source -qq "${LAMMPS_SOURCE#apt:}" >&2) ;;
-  pool:*)
-    IFS=: read -r _ tarball checksum <<<"$LAMMPS_SOURCE"
-    sources="$cache_root/sources"
-    fetch_from_debian_pool log l/lammps "$tarball" "$checksum" "$sources" || exit 1
-    # 4 Feb 2025 unpacks into lammps-4Feb2025/, 4 Jul 2026 into the current folder.
-    mkdir -p "$work/lammps-source"
-    tar -xf "$sources/$tarball" -C "$work/lammps-source" ;;
-esac
-version_header=$(find "$work" -maxdepth 4 -path '*/src/version.h' | head -n 1)
-src=${version_header%/src/version.h}
-[[ -n $src && -f $src/src/version.h ]] || { log "the source $LAMMPS_SOURCE gave no source tree"; exit 1; }
-grep -q "\"$LAMMPS_EXPECTED_VERSION\"" "$src/src/version.h" &&
-  { [[ -z $LAMMPS_EXPECTED_UPDATE ]] || grep -q "\"$LAMMPS_EXPECTED_UPDATE\"" "$src/src/version.h"; } || {
-  log "expected LAMMPS $LAMMPS_EXPECTED_VERSION $LAMMPS_EXPECTED_UPDATE, found: $(grep -h '#define' "$src/src/version.h" | tr '\n' ' ')"
-  exit 1
+# Unpacks and checks the source into $work, applies the patches and configures; sets src.
+prepare_and_configure() {
+  rm -rf "$work"
+  mkdir -p "$work"
+
+  case "$LAMMPS_SOURCE" in
+    apt:*)
+      log "fetching Debian's source package into $work"
+      (cd "$work" && apt-get source -qq "${LAMMPS_SOURCE#apt:}" >&2) ;;
+    pool:*)
+      IFS=: read -r _ tarball checksum <<<"$LAMMPS_SOURCE"
+      sources="$cache_root/sources"
+      fetch_from_debian_pool log l/lammps "$tarball" "$checksum" "$sources" || exit 1
+      # 4 Feb 2025 unpacks into lammps-4Feb2025/, 4 Jul 2026 into the current folder.
+      mkdir -p "$work/lammps-source"
+      tar -xf "$sources/$tarball" -C "$work/lammps-source" ;;
+  esac
+  version_header=$(find "$work" -maxdepth 4 -path '*/src/version.h' | head -n 1)
+  src=${version_header%/src/version.h}
+  [[ -n $src && -f $src/src/version.h ]] || { log "the source $LAMMPS_SOURCE gave no source tree"; exit 1; }
+  grep -q "\"$LAMMPS_EXPECTED_VERSION\"" "$src/src/version.h" &&
+    { [[ -z $LAMMPS_EXPECTED_UPDATE ]] || grep -q "\"$LAMMPS_EXPECTED_UPDATE\"" "$src/src/version.h"; } || {
+    log "expected LAMMPS $LAMMPS_EXPECTED_VERSION $LAMMPS_EXPECTED_UPDATE, found: $(grep -h '#define' "$src/src/version.h" | tr '\n' ' ')"
+    exit 1
+  }
+
+  for patch_name in "${LAMMPS_PATCHES[@]}"; do
+    log "applying $patch_name"
+    patch -d "$src" -p1 --quiet <"$OTF_ROOT/scripts/lammps-patches/$patch_name"
+  done
+
+  package_flags=()
+  for p in "${LAMMPS_PACKAGES[@]}"; do package_flags+=(-D "PKG_$p=on"); done
+
+  log "configuring (packages: ${LAMMPS_PACKAGES[*]})"
+  cmake -S "$src/cmake" -B "$work/build" -G "Unix Makefiles" \
+    -D CMAKE_INSTALL_PREFIX="$prefix" -D CMAKE_INSTALL_LIBDIR=lib -D CMAKE_INSTALL_RPATH="$prefix/lib${kokkos_prefix:+;$kokkos_prefix/lib}" \
+    "${kokkos_options[@]}" "${LAMMPS_CMAKE_OPTIONS[@]}" "${package_flags[@]}" >"$work/configure.log" 2>&1 ||
+    { tail -n 40 "$work/configure.log" >&2; log "configure failed, full log: $work/configure.log"; exit 1; }
+  echo "$src" >"$work/.configured"
 }
 
-for patch_name in "${LAMMPS_PATCHES[@]}"; do
-  log "applying $patch_name"
-  patch -d "$src" -p1 --quiet <"$OTF_ROOT/scripts/lammps-patches/$patch_name"
-done
+# The CUDA flavour compiles every file with nvcc, hours on 2 cores: an interrupted build of the
+# same configuration (same folder name) resumes where it stopped.
+if [[ $LAMMPS_KOKKOS_BACKEND == cuda && -f $work/.configured ]]; then
+  log "resuming the build in $work"
+  src=$(cat "$work/.configured")
+else
+  prepare_and_configure
+fi
 
-package_flags=()
-for p in "${LAMMPS_PACKAGES[@]}"; do package_flags+=(-D "PKG_$p=on"); done
-
-log "configuring (packages: ${LAMMPS_PACKAGES[*]})"
-cmake -S "$src/cmake" -B "$work/build" -G "Unix Makefiles" \
-  -D CMAKE_INSTALL_PREFIX="$prefix" -D CMAKE_INSTALL_LIBDIR=lib -D CMAKE_INSTALL_RPATH="$prefix/lib${kokkos_prefix:+;$kokkos_prefix/lib}" \
-  "${kokkos_options[@]}" "${LAMMPS_CMAKE_OPTIONS[@]}" "${package_flags[@]}" >"$work/configure.log" 2>&1 ||
-  { tail -n 40 "$work/configure.log" >&2; log "configure failed, full log: $work/configure.log"; exit 1; }
-
-log "building LAMMPS $LAMMPS_EXPECTED_VERSION with $jobs jobs (5 to 10 minutes on 2 cores)"
+if [[ $LAMMPS_KOKKOS_BACKEND == cuda ]]; then
+  log "building LAMMPS $LAMMPS_EXPECTED_VERSION for CUDA with $jobs jobs (every file through nvcc: hours on 2 cores; resumable)"
+else
+  log "building LAMMPS $LAMMPS_EXPECTED_VERSION with $jobs jobs (5 to 10 minutes on 2 cores)"
+fi
 cmake --build "$work/build" --parallel "$jobs" >"$work/build.log" 2>&1 ||
   { grep -m 20 -B2 -A8 'error' "$work/build.log" >&2 || tail -n 40 "$work/build.log" >&2
     log "build failed, full log: $work/build.log"; exit 1; }
