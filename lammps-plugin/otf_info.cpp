@@ -1,5 +1,6 @@
 #include "otf_info.h"
 
+#include "blas_advice.h"
 #include "build_info.h"
 
 #include "comm.h"
@@ -7,6 +8,9 @@
 #include "lammps.h"
 
 #include <mpi.h>
+
+#include <optional>
+#include <string>
 
 using namespace LAMMPS_NS;
 
@@ -40,5 +44,9 @@ void OTFInfo::command(int narg, char ** /*arg*/)
                    lmp->kokkos ? "on" : "off");
     utils::logmesg(lmp, "  LibTorch self-check on every rank: passed ({} == {})\n", total,
                    expected);
+    const std::optional<std::string> core = otf::openblas_core_name();
+    utils::logmesg(lmp, "  BLAS: {}\n", core ? fmt::format("OpenBLAS, {} kernels", *core)
+                                              : std::string("no OpenBLAS in this process"));
+    if (const std::optional<std::string> advice = otf::blas_advice()) error->warning(FLERR, *advice);
   }
 }

@@ -11,6 +11,7 @@
 
 #include "pair_otf.h"
 
+#include "blas_advice.h"
 #include "lammps_md_arrays.h"
 #include "model_session.h"
 #include "keyword_values.h"
@@ -29,6 +30,8 @@
 
 #include <mpi.h>
 
+#include <optional>
+#include <string>
 #include <utility>
 
 using namespace LAMMPS_NS;
@@ -258,6 +261,14 @@ void PairOTF::init_style()
   // LibTorch's threads follow the rank's OpenMP setting (OMP_NUM_THREADS, package omp, or
   // Kokkos' threads), so ranks x threads never oversubscribe the cores.
   otf::ModelSession::set_intra_op_threads(comm->nthreads);
+
+  // A BLAS running generic kernels on a modern CPU makes every float32 product several times
+  // slower: say so once per pair style, instead of running silently slow.
+  if (!blas_checked_) {
+    blas_checked_ = true;
+    if (comm->me == 0)
+      if (const std::optional<std::string> advice = otf::blas_advice()) error->warning(FLERR, *advice);
+  }
 }
 
 /* ---------------------------------------------------------------------- */

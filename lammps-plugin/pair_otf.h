@@ -85,6 +85,7 @@ class PairOTF : public Pair {
   enum { RESIDENT_AUTO, RESIDENT_NO, RESIDENT_YES } resident_ = RESIDENT_AUTO;
   bigint last_evaluation_step_ = -1;
   int last_evaluation_nlocal_ = 0;
+  bool blas_checked_ = false;      // the BLAS kernel warning is given once per pair style
 };
 
 }    // namespace LAMMPS_NS
