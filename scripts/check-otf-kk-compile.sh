@@ -11,10 +11,16 @@
 #   scripts/check-otf-kk-compile.sh cuda      nvcc from PATH, Kokkos' Cuda space for Hopper (sm_90):
 #                                             Kokkos' configuration header is edited to enable Cuda,
 #                                             as a CUDA build of Kokkos 5.2 would generate it
+#   scripts/check-otf-kk-compile.sh cuda-kokkos4 PREFIX
+#                                             the same against LAMMPS 4 Feb 2025's KOKKOS headers and
+#                                             a real CUDA Kokkos 4.6.01 install (scripts/build-kokkos.sh
+#                                             4.6.01 cuda, which patches it for CUDA 13), compiled as
+#                                             the plugin's build does, through its nvcc_wrapper: the
+#                                             otf/kk of the device check (bench/gpu/, issue 19)
 # Prints the headers' folder (prepare) or "otf/kk compiles ..." (host, cuda); exit 0 when it did.
-# Kokkos 4.6.01 (the one LAMMPS 4 Feb 2025 is built with here) does not compile with CUDA 13's
-# runtime API (cudaGraphAddDependencies, cudaMemAdvise changed signatures), so the CUDA check uses
-# Kokkos 5.2 (docs/lammps-versions.md).
+# Kokkos 4.6.01 as released does not compile with CUDA 13's runtime API (cudaGraphAddDependencies,
+# cudaMemAdvise changed signatures), so the `cuda` check uses Kokkos 5.2's headers and the
+# `cuda-kokkos4` check a patched build (docs/lammps-versions.md).
 set -euo pipefail
 OTF_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 cache_root=${OTF_TORCH_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/otf-torch}
@@ -47,11 +53,12 @@ prepare() {
   echo "$headers"
 }
 
-# The compiler flags every check shares: the plugin's sources and LAMMPS 4 Jul 2026's headers.
+# The compiler flags every check shares: the plugin's sources and a LAMMPS release's headers
+# (default: 4 Jul 2026's; $1 folder, $2 version id, $3 version string).
 common_flags() {
-  local lammps=$headers/lammps/src
-  printf '%s\n' -DLMP_KOKKOS -DOTF_WITH_KOKKOS -DLAMMPS_SMALLBIG -DOTF_LAMMPS_API_VERSION=20260704 \
-    -DOTF_LAMMPS_VERSION_ID=20260704 '-DOTF_LAMMPS_VERSION_STRING="4 Jul 2026"' '-DOTF_VERSION="check"' \
+  local lammps=${1:-$headers/lammps/src} id=${2:-20260704} version=${3:-4 Jul 2026}
+  printf '%s\n' -DLMP_KOKKOS -DOTF_WITH_KOKKOS -DLAMMPS_SMALLBIG -DOTF_LAMMPS_API_VERSION="$id" \
+    -DOTF_LAMMPS_VERSION_ID="$id" "-DOTF_LAMMPS_VERSION_STRING=\"$version\"" '-DOTF_VERSION="check"' \
     -DOMPI_SKIP_MPICXX -DMPICH_SKIP_MPICXX \
     -I"$OTF_ROOT/lammps-plugin" -I"$OTF_ROOT/potentials" -I"$OTF_ROOT/src" -I"$OTF_ROOT/training" \
     -isystem "$lammps" -isystem "$lammps/KOKKOS" -isystem "$lammps/MANYBODY"
@@ -118,6 +125,33 @@ PROBE
   echo "otf/kk compiles for a CUDA Kokkos ($("$nvcc" --version | grep -o 'release [0-9.]*'), Kokkos $(kokkos_version), LAMMPS 4 Jul 2026, sm_90)"
 }
 
+# otf/kk against LAMMPS 4 Feb 2025 and an installed CUDA Kokkos 4.x ($2), through its nvcc_wrapper.
+check_cuda_kokkos4() {
+  local work=$1 prefix=$2 flags wrapper config
+  wrapper=$prefix/bin/nvcc_wrapper config=$prefix/include/KokkosCore_config.h
+  [[ -x $wrapper ]] && grep -q '^#define KOKKOS_ENABLE_CUDA$' "$config" ||
+    { say "$prefix is not a CUDA Kokkos install (scripts/build-kokkos.sh 4.6.01 cuda)"; exit 2; }
+  # LAMMPS 4 Feb 2025's headers of the core and of the packages otf/kk sees (pinned in lammps-config.sh).
+  local tarball
+  tarball=$(OTF_LAMMPS=2025 bash -c "source '$OTF_ROOT/scripts/lammps-config.sh' && echo \"\$LAMMPS_SOURCE\"" | cut -d: -f2)
+  [[ -f $cache_root/sources/$tarball ]] || { say "no $tarball in $cache_root/sources (scripts/build-lammps.sh fetches it)"; exit 2; }
+  tar -xJf "$cache_root/sources/$tarball" -C "$work" --wildcards --no-wildcards-match-slash \
+    'lammps-4Feb2025/src/*.h' 'lammps-4Feb2025/src/fmt/*' 'lammps-4Feb2025/src/KOKKOS/*.h' 'lammps-4Feb2025/src/MANYBODY/*.h'
+  mapfile -t flags < <(common_flags "$work/lammps-4Feb2025/src" 20250204 "4 Feb 2025")
+  cat >"$work/cuda.cpp" <<PROBE
+#include "$OTF_ROOT/lammps-plugin/pair_otf_kokkos.cpp"
+static_assert(std::is_same<LMPDeviceType, Kokkos::Cuda>::value, "not a Cuda build");
+static_assert(!views_are_host_arrays<LMPDeviceType>(), "device views taken for host arrays");
+static_assert(views_are_host_arrays<LMPHostType>(), "host views not taken for host arrays");
+PROBE
+  local version
+  version=$(sed -n 's/^#define KOKKOS_VERSION \([0-9]*\)$/\1/p' "$config")
+  version="$((version / 10000)).$((version / 100 % 100)).$((version % 100))"
+  say "$(nvcc --version | tail -1): otf/kk for Kokkos $version Cuda through $wrapper"
+  "$wrapper" -std=c++20 -O1 -extended-lambda "${flags[@]}" -isystem "$prefix/include" -c "$work/cuda.cpp" -o "$work/cuda.o"
+  echo "otf/kk compiles for a CUDA Kokkos ($(nvcc --version | grep -o 'release [0-9.]*'), Kokkos $version built here, LAMMPS 4 Feb 2025)"
+}
+
 kokkos_version() {
   local v
   v=$(sed -n 's/^#define KOKKOS_VERSION \([0-9]*\)$/\1/p' "$headers/kokkos/KokkosCore_config.h")
@@ -131,5 +165,10 @@ case "${1:-}" in
     work=$(mktemp -d)
     trap 'rm -rf "$work"' EXIT
     "check_$1" "$work" ;;
-  *) echo "usage: $0 prepare|host|cuda" >&2; exit 2 ;;
+  cuda-kokkos4)
+    [[ -n ${2:-} ]] || { echo "usage: $0 cuda-kokkos4 KOKKOS_PREFIX" >&2; exit 2; }
+    work=$(mktemp -d)
+    trap 'rm -rf "$work"' EXIT
+    check_cuda_kokkos4 "$work" "$2" ;;
+  *) echo "usage: $0 prepare|host|cuda|cuda-kokkos4 PREFIX" >&2; exit 2 ;;
 esac

@@ -121,13 +121,17 @@ build_otf() {
 lammps_prefix=$(lammps_prefix_for "$OTF_LAMMPS")
 build_dir=${OTF_BUILD_DIR:-$OTF_ROOT/build}
 # Headers of LAMMPS 4 Jul 2026 and Kokkos 5.2 for the otf/kk compile checks (tests/CMakeLists.txt).
-kk_headers_args=()
+kk_check_args=()
 if kk_headers=$(bash "$OTF_ROOT/scripts/check-otf-kk-compile.sh" prepare | tail -n 1); then
-  kk_headers_args=(-DOTF_KK_HEADERS="$kk_headers")
+  kk_check_args=(-DOTF_KK_HEADERS="$kk_headers")
 else
   say "WARNING: no LAMMPS 2026 / Kokkos 5.2 headers: the otf/kk compile checks are left out"
 fi
-build_otf "$lammps_prefix" "$build_dir" "${kk_headers_args[@]}"
+# A CUDA Kokkos built here for the GPU check (bench/gpu/): its otf/kk compile check joins the tests.
+for cuda_kokkos in "$cache_root"/kokkos-4.6.01-cuda*; do
+  if [[ -f $cuda_kokkos/.complete ]] && command -v nvcc >/dev/null; then kk_check_args+=(-DOTF_KK_CUDA_KOKKOS="$cuda_kokkos"); break; fi
+done
+build_otf "$lammps_prefix" "$build_dir" "${kk_check_args[@]}"
 cmake --install "$build_dir" --prefix "$build_dir/install" >/dev/null
 
 case "$action" in
