@@ -6,11 +6,14 @@
 # The LAMMPS and Kokkos folders keep their absolute paths (their CMake packages and run paths name
 # them; the device runs as root, so ~ is /root there too). Building LAMMPS for CUDA takes hours on
 # 2 cores (every file through nvcc), which is why it is built here and carried, not built there.
-# Usage: bench/gpu/pack-lammps-cuda.sh [ARCHIVE]   (default .gpu-carry/lammps-cuda.tar)
+# Usage: bench/gpu/pack-lammps-cuda.sh [ARCHIVE [LAMMPS_PREFIX]]   (default .gpu-carry/lammps-cuda.tar
+# and the CUDA build; another prefix with an external Kokkos, e.g. the Serial one, packs that
+# instead, for a dry run of the device script: GPU_CHECK_DRY_RUN=1 run_lammps_gpu_check.sh)
 set -euo pipefail
 root=$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)
 archive=${1:-$root/.gpu-carry/lammps-cuda.tar}
-lammps=$(OTF_LAMMPS=2025 OTF_KOKKOS_BACKEND=cuda "$root/scripts/build-lammps.sh" | tail -n 1)
+lammps=${2:-$(OTF_LAMMPS=2025 OTF_KOKKOS_BACKEND=cuda "$root/scripts/build-lammps.sh" | tail -n 1)}
+[[ -f $lammps/kokkos-dir.txt ]] || { echo "$lammps has no external Kokkos (kokkos-dir.txt)" >&2; exit 1; }
 kokkos=$(dirname "$(dirname "$(dirname "$(cat "$lammps/kokkos-dir.txt")")")")
 [[ -x $lammps/bin/lmp && -f $kokkos/.complete ]] || { echo "no complete CUDA LAMMPS / Kokkos build" >&2; exit 1; }
 staging=$(mktemp -d)
