@@ -17,22 +17,12 @@ PREFIX.tsv (--out). Needs only the Python standard library.
       --out docs/libtorch-versions-bench-xeon
 """
 import argparse
-import os
 import statistics
-import subprocess
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from cpu_info import cpu_description  # noqa: E402
-
-
-def run(command, env_extra, threads):
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads), **env_extra)
-    out = subprocess.run(command, capture_output=True, text=True, env=env)
-    if out.returncode != 0:
-        sys.exit(f"{' '.join(command)} failed:\n{out.stdout}\n{out.stderr}")
-    return out.stdout
+from bench_common import cpu_description, parse_training_step, run_checked, write_report  # noqa: E402
 
 
 def parse_mixed(text):
@@ -49,12 +39,8 @@ def parse_mixed(text):
 
 def parse_training(text):
     """{precision: (step_us, inference_us)} per atom."""
-    values = {}
-    for line in text.splitlines():
-        words = line.split()
-        if len(words) == 3 and words[0] in ("inference", "step"):
-            values.setdefault(words[1], {})[words[0]] = float(words[2])
-    return {p: (v["step"], v["inference"]) for p, v in values.items()}
+    results = parse_training_step(text)
+    return {p: (results[("step", p)], results[("inference", p)]) for what, p in results if what == "step"}
 
 
 def main():
@@ -78,16 +64,16 @@ def main():
     versions = {}
     for _ in range(args.rounds):
         for name, folder in builds.items():
-            text = run([str(folder / "bench_mixed_precision_step"), "--atoms", str(args.atoms), "--repeats", "3",
-                        "--threads", str(args.threads), "--widths", args.widths], {}, args.threads)
+            text = run_checked([str(folder / "bench_mixed_precision_step"), "--atoms", str(args.atoms), "--repeats", "3",
+                                "--threads", str(args.threads), "--widths", args.widths], args.threads)
             rows, versions[name] = parse_mixed(text)
             mixed[name].append(rows)
         for hidden in hidden_settings:
             for name, folder, mode in (("1.13", builds["1.13"], "emulated"), ("2.x native", builds["2.x"], "native"),
                                        ("2.x emulated", builds["2.x"], "emulated")):
-                text = run([str(folder / "bench_training_step"), "--cells", str(args.cells), "--repeats", "7",
-                            "--threads", str(args.threads), "--hidden", hidden], {"OTF_CPU_FLOAT16": mode},
-                           args.threads)
+                text = run_checked([str(folder / "bench_training_step"), "--cells", str(args.cells), "--repeats", "7",
+                                    "--threads", str(args.threads), "--hidden", hidden], args.threads,
+                                   {"OTF_CPU_FLOAT16": mode})
                 training[(hidden, name)].append(parse_training(text))
 
     med = statistics.median
@@ -125,11 +111,7 @@ def main():
                          f"{inference_ratio:6.2f}")
             tsv.append(f"potential[{hidden}]\t{8 * args.cells ** 3}\t{precision}\t{name}\t{step:.3f}\t"
                        f"{step_ratio:.3f}\t{inference:.3f}\t{inference_ratio:.3f}")
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        Path(args.out + ".txt").write_text(text + "\n")
-        Path(args.out + ".tsv").write_text("\n".join(tsv) + "\n")
+    write_report(args.out, "\n".join(lines), tsv)
 
 
 if __name__ == "__main__":

@@ -24,8 +24,6 @@ and Debian 12's /usr/bin/python3 (python3-torch) is LibTorch 1.13's (a build aga
 """
 import argparse
 import math
-import os
-import subprocess
 import sys
 import tempfile
 import warnings
@@ -35,7 +33,7 @@ import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import training_peer  # noqa: E402
-from cpu_info import cpu_description  # noqa: E402
+from bench_common import cpu_description, parse_training_step, run_checked, write_report  # noqa: E402
 import mace_training_step  # noqa: E402
 
 
@@ -62,16 +60,8 @@ def peer_can_run(precision):
 def run_ours(bench, cells, frames, repeats, threads, precisions, folder):
     command = [bench, "--cells", str(cells), "--frames", str(frames), "--repeats", str(repeats),
                "--threads", str(threads), "--precisions", ",".join(precisions), "--export", folder]
-    env = dict(os.environ, OMP_NUM_THREADS=str(threads))
-    out = subprocess.run(command, capture_output=True, text=True, env=env)
-    if out.returncode != 0:
-        sys.exit(f"{' '.join(command)} failed:\n{out.stdout}\n{out.stderr}")
-    results = {}
-    for line in out.stdout.splitlines():
-        words = line.split()
-        if len(words) == 3 and words[0] in ("inference", "step", "step_generic"):
-            results[(words[0], words[1])] = float(words[2])
-    return results, out.stdout
+    stdout = run_checked(command, threads)
+    return parse_training_step(stdout), stdout
 
 
 def main():
@@ -179,16 +169,11 @@ def main():
             ours_step = next(r[5] for r in rows if r[0] == atoms and r[1] == "float32")
             lines.append(f"{atoms:9d}  {hidden:>11}  {parameters:10d}  {step_us:12.1f}  {ours_step:20.2f}  "
                          f"{step_us / ours_step:14.1f}")
-    text = "\n".join(lines)
-    print(text)
-    if args.out:
-        Path(args.out + ".txt").write_text(text + "\n")
-        if profiles:
-            Path(args.out + "-profile.txt").write_text("\n".join(profiles) + "\n")
-        with open(args.out + ".tsv", "w") as tsv:
-            tsv.write("\t".join(header) + "\n")
-            for row in rows:
-                tsv.write("\t".join(str(v) if isinstance(v, (int, str)) else f"{v:.4f}" for v in row) + "\n")
+    tsv = ["\t".join(header)] + ["\t".join(str(v) if isinstance(v, (int, str)) else f"{v:.4f}" for v in row)
+                                 for row in rows]
+    write_report(args.out, "\n".join(lines), tsv)
+    if args.out and profiles:
+        Path(args.out + "-profile.txt").write_text("\n".join(profiles) + "\n")
 
 
 if __name__ == "__main__":
