@@ -49,6 +49,22 @@ struct Options {
   std::string export_dir;
 };
 
+// A positive whole number for `key`, or a message naming the option and exit 2.
+int positive_int(const std::string& key, const std::string& text) {
+  std::size_t used = 0;
+  int value = 0;
+  try {
+    value = std::stoi(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || value <= 0) {
+    std::fprintf(stderr, "option %s needs positive whole numbers (got '%s')\n", key.c_str(), text.c_str());
+    std::exit(2);
+  }
+  return value;
+}
+
 Options parse_options(int argc, char** argv) {
   Options options;
   for (int i = 1; i < argc; i += 2) {
@@ -59,13 +75,13 @@ Options parse_options(int argc, char** argv) {
     }
     const std::string value = argv[i + 1];
     if (key == "--cells") {
-      options.cells = std::stoi(value);
+      options.cells = positive_int(key, value);
     } else if (key == "--frames") {
-      options.frames = std::stoi(value);
+      options.frames = positive_int(key, value);
     } else if (key == "--repeats") {
-      options.repeats = std::stoi(value);
+      options.repeats = positive_int(key, value);
     } else if (key == "--threads") {
-      options.threads = std::stoi(value);
+      options.threads = positive_int(key, value);
     } else if (key == "--precisions") {
       options.precisions.clear();
       std::stringstream list(value);
@@ -73,7 +89,7 @@ Options parse_options(int argc, char** argv) {
     } else if (key == "--hidden") {
       options.hidden.clear();
       std::stringstream list(value);
-      for (std::string item; std::getline(list, item, ',');) options.hidden.push_back(std::stoi(item));
+      for (std::string item; std::getline(list, item, ',');) options.hidden.push_back(positive_int(key, item));
     } else if (key == "--export") {
       options.export_dir = value;
     } else {
