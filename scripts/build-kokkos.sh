@@ -8,7 +8,12 @@
 # Debian strips LAMMPS' bundled copy, so the source comes from the kokkos/kokkos release:
 #   OTF_KOKKOS_SOURCE=<kokkos-X.Y.ZZ.tar.gz or a source folder>, or
 #   $OTF_TORCH_CACHE/sources/kokkos-<version>.tar.gz, or
-#   a download of the release from GitHub (https://github.com/kokkos/kokkos/releases).
+#   a download of the release from GitHub (https://github.com/kokkos/kokkos/releases), or,
+#   for 4.5.01 only, PyPI: the sdist of pycompadre 1.7.6 (sha256-pinned) carries Kokkos 4.5.01 in
+#   its kokkos/ folder, file for file the kokkos/kokkos tag 4.5.01 (checked with diff -r against
+#   that tag; the only differences are files the tag's own archive leaves out by export-ignore and
+#   BUILD.md). PyPI is the one registry that a fresh CI machine reaches which serves a Kokkos that
+#   LAMMPS 4 Feb 2025 accepts (docs/lammps-versions.md, "Kokkos sources").
 # Usage: scripts/build-kokkos.sh VERSION [serial|cuda]   Prints the install prefix on its last line;
 # exit 3 when no source can be had (the caller then builds LAMMPS without KOKKOS and says so).
 set -euo pipefail
@@ -50,11 +55,27 @@ work="$prefix.work"
 rm -rf "$work"
 mkdir -p "$work"
 source_path=${OTF_KOKKOS_SOURCE:-$cache_root/sources/kokkos-$version.tar.gz}
+# PyPI's copy of Kokkos 4.5.01 (see the header): repacked as sources/kokkos-4.5.01.tar.gz.
+pycompadre_sdist=pycompadre-1.7.6.tar.gz
+pycompadre_url=https://files.pythonhosted.org/packages/ef/9b/282133c69b9dfb6fff5861a059336caedfef3bb5983242d433c83c56f327/$pycompadre_sdist
+pycompadre_sha256=c766ec4d445ce076069be4b8c51a23ffac4ee79ea949ca86446bfd8c299b154c
+kokkos_from_pypi() {
+  local sdist="$work/$pycompadre_sdist"
+  log "trying PyPI: $pycompadre_sdist carries Kokkos 4.5.01"
+  curl -fsSL --connect-timeout 10 --retry 2 -o "$sdist" "$pycompadre_url" || return 1
+  echo "$pycompadre_sha256  $sdist" | sha256sum --check --status ||
+    { log "$pycompadre_sdist: sha256 mismatch"; return 1; }
+  mkdir -p "$work/repack/kokkos-4.5.01"
+  tar -xzf "$sdist" -C "$work/repack/kokkos-4.5.01" --strip-components=2 "${pycompadre_sdist%.tar.gz}/kokkos"
+  tar -czf "$source_path.part" -C "$work/repack" kokkos-4.5.01
+  rm -rf "$work/repack" "$sdist"
+}
 if [[ ! -e $source_path ]]; then
   url="https://github.com/kokkos/kokkos/releases/download/$version/kokkos-$version.tar.gz"
   log "no source at $source_path; trying $url"
   mkdir -p "$(dirname "$source_path")"
-  if ! curl -fsSL --connect-timeout 10 -o "$source_path.part" "$url"; then
+  if ! curl -fsSL --connect-timeout 10 -o "$source_path.part" "$url" &&
+     ! { [[ $version == 4.5.01 ]] && kokkos_from_pypi; }; then
     rm -f "$source_path.part"
     log "Kokkos $version source not available (set OTF_KOKKOS_SOURCE to its release tarball)"
     exit 3

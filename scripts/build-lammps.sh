@@ -23,13 +23,18 @@ case "$LAMMPS_KOKKOS" in
     kokkos_prefix=/usr
     kokkos_options=(-D CMAKE_PROJECT_INCLUDE="$OTF_ROOT/cmake/FixDebianKokkos.cmake") ;;
   *)
-    status=0
-    kokkos_prefix=$("$OTF_ROOT/scripts/build-kokkos.sh" "$LAMMPS_KOKKOS" "$LAMMPS_KOKKOS_BACKEND" | tail -n 1) || status=$?
+    # The first version in LAMMPS_KOKKOS, LAMMPS_KOKKOS_FALLBACKS... whose source can be had.
+    for candidate in "$LAMMPS_KOKKOS" "${LAMMPS_KOKKOS_FALLBACKS[@]}"; do
+      status=0
+      kokkos_prefix=$("$OTF_ROOT/scripts/build-kokkos.sh" "$candidate" "$LAMMPS_KOKKOS_BACKEND" | tail -n 1) || status=$?
+      ((status == 3)) || break
+    done
+    if ((status == 0)); then LAMMPS_KOKKOS=$candidate; fi
     if ((status == 3)) && [[ $LAMMPS_KOKKOS_BACKEND == cuda ]]; then
       log "the CUDA flavour needs Kokkos $LAMMPS_KOKKOS's source (OTF_KOKKOS_SOURCE)"; exit 3
     elif ((status == 3)); then
       kokkos_prefix=""
-      log "building LAMMPS $LAMMPS_EXPECTED_VERSION WITHOUT its KOKKOS package (no Kokkos $LAMMPS_KOKKOS source): pair_style otf/kk is left out"
+      log "building LAMMPS $LAMMPS_EXPECTED_VERSION WITHOUT its KOKKOS package (no source of Kokkos ${LAMMPS_KOKKOS}${LAMMPS_KOKKOS_FALLBACKS[*]:+ or ${LAMMPS_KOKKOS_FALLBACKS[*]}}): pair_style otf/kk is left out"
     elif ((status != 0)); then
       exit "$status"
     else

@@ -4,7 +4,9 @@
 #   2021  LAMMPS 29 Sep 2021 update 2, Debian 12's source package (apt-get source), with the
 #         plugin auto-load backport and Debian's Kokkos 3.4 (Trilinos).
 #   2025  LAMMPS 4 Feb 2025, Debian trixie's source (20250204+dfsg.1), with Kokkos 4.6.01 built by
-#         scripts/build-kokkos.sh when its source can be had, otherwise without KOKKOS.
+#         scripts/build-kokkos.sh when its source can be had, else Kokkos 4.5.01 (the oldest this
+#         LAMMPS accepts; PyPI serves its source), otherwise without KOKKOS. OTF_KOKKOS_VERSION
+#         names one version and turns the fallback off.
 #   2026  LAMMPS 4 Jul 2026, Debian sid's source (20260704+dfsg), without KOKKOS: its KOKKOS needs
 #         Kokkos 5.1 or newer, whose source is served nowhere here (docs/lammps-versions.md).
 # OTF_KOKKOS_BACKEND=cuda (2025 only) builds the GPU flavour instead: KOKKOS for CUDA (Kokkos built
@@ -25,6 +27,7 @@ LAMMPS_CMAKE_OPTIONS=(
 )
 LAMMPS_PATCHES=()
 LAMMPS_KOKKOS=none    # debian | a kokkos/kokkos release version | none
+LAMMPS_KOKKOS_FALLBACKS=()   # release versions to try, in order, when LAMMPS_KOKKOS' source is missing
 LAMMPS_KOKKOS_BACKEND=${OTF_KOKKOS_BACKEND:-serial}
 case "$LAMMPS_KOKKOS_BACKEND" in serial | cuda) ;; *)
   echo "OTF_KOKKOS_BACKEND=$LAMMPS_KOKKOS_BACKEND: accepted values are serial and cuda" >&2
@@ -44,6 +47,7 @@ case "$OTF_LAMMPS" in
     LAMMPS_EXPECTED_UPDATE=""
     LAMMPS_SOURCE=pool:lammps_20250204+dfsg.1.orig.tar.xz:3671165bd52fad36734e0a9136c5bc5ecb225e03988f8c89aa13366a8b53b1c7
     LAMMPS_KOKKOS=${OTF_KOKKOS_VERSION:-4.6.01}
+    if [[ -z ${OTF_KOKKOS_VERSION:-} && $LAMMPS_KOKKOS_BACKEND == serial ]]; then LAMMPS_KOKKOS_FALLBACKS=(4.5.01); fi
     ;;
   2026)
     LAMMPS_EXPECTED_VERSION="4 Jul 2026"
