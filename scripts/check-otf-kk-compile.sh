@@ -13,12 +13,12 @@
 #                                             as a CUDA build of Kokkos 5.2 would generate it
 #   scripts/check-otf-kk-compile.sh cuda-kokkos4 PREFIX
 #                                             the same against LAMMPS 4 Feb 2025's KOKKOS headers and
-#                                             a real CUDA Kokkos 4.6.01 install (scripts/build-kokkos.sh
-#                                             4.6.01 cuda, which patches it for CUDA 13), compiled as
+#                                             a real CUDA Kokkos 4.x install (scripts/build-kokkos.sh
+#                                             4.6.01|4.5.01 cuda, patched for CUDA 13), compiled as
 #                                             the plugin's build does, through its nvcc_wrapper: the
 #                                             otf/kk of the device check (bench/gpu/, issue 19)
 # Prints the headers' folder (prepare) or "otf/kk compiles ..." (host, cuda); exit 0 when it did.
-# Kokkos 4.6.01 as released does not compile with CUDA 13's runtime API (cudaGraphAddDependencies,
+# Kokkos 4.5.01 and 4.6.01 as released do not compile with CUDA 13's runtime API (cudaGraphAddDependencies,
 # cudaMemAdvise changed signatures), so the `cuda` check uses Kokkos 5.2's headers and the
 # `cuda-kokkos4` check a patched build (docs/lammps-versions.md).
 set -euo pipefail
@@ -130,7 +130,7 @@ check_cuda_kokkos4() {
   local work=$1 prefix=$2 flags wrapper config
   wrapper=$prefix/bin/nvcc_wrapper config=$prefix/include/KokkosCore_config.h
   [[ -x $wrapper ]] && grep -q '^#define KOKKOS_ENABLE_CUDA$' "$config" ||
-    { say "$prefix is not a CUDA Kokkos install (scripts/build-kokkos.sh 4.6.01 cuda)"; exit 2; }
+    { say "$prefix is not a CUDA Kokkos install (scripts/build-kokkos.sh 4.5.01 cuda)"; exit 2; }
   # LAMMPS 4 Feb 2025's headers of the core and of the packages otf/kk sees (pinned in lammps-config.sh).
   local tarball
   tarball=$(OTF_LAMMPS=2025 bash -c "source '$OTF_ROOT/scripts/lammps-config.sh' && echo \"\$LAMMPS_SOURCE\"" | cut -d: -f2)

@@ -47,7 +47,7 @@ case "$OTF_LAMMPS" in
     LAMMPS_EXPECTED_UPDATE=""
     LAMMPS_SOURCE=pool:lammps_20250204+dfsg.1.orig.tar.xz:3671165bd52fad36734e0a9136c5bc5ecb225e03988f8c89aa13366a8b53b1c7
     LAMMPS_KOKKOS=${OTF_KOKKOS_VERSION:-4.6.01}
-    if [[ -z ${OTF_KOKKOS_VERSION:-} && $LAMMPS_KOKKOS_BACKEND == serial ]]; then LAMMPS_KOKKOS_FALLBACKS=(4.5.01); fi
+    if [[ -z ${OTF_KOKKOS_VERSION:-} ]]; then LAMMPS_KOKKOS_FALLBACKS=(4.5.01); fi
     ;;
   2026)
     LAMMPS_EXPECTED_VERSION="4 Jul 2026"
@@ -62,7 +62,7 @@ esac
 if [[ $LAMMPS_KOKKOS_BACKEND == cuda ]]; then
   # 2021's KOKKOS needs Debian's Kokkos 3.4 (no CUDA); 2026's needs Kokkos 5.1+, not served here.
   [[ $OTF_LAMMPS == 2025 ]] || {
-    echo "OTF_KOKKOS_BACKEND=cuda: only OTF_LAMMPS=2025 (Kokkos 4.6.01) has a CUDA build here" >&2
+    echo "OTF_KOKKOS_BACKEND=cuda: only OTF_LAMMPS=2025 (Kokkos 4.6.01 or 4.5.01) has a CUDA build here" >&2
     return 2 2>/dev/null || exit 2; }
   LAMMPS_PACKAGES=(PLUGIN MANYBODY)
   LAMMPS_CMAKE_OPTIONS=(-D BUILD_SHARED_LIBS=on -D BUILD_MPI=on -D BUILD_OMP=off -D CMAKE_BUILD_TYPE=Release

@@ -5,8 +5,8 @@
 #                              then the LAMMPS integration tests against each release of OTF_TEST_LAMMPS
 #   scripts/setup.sh build     the same, stopping after the build
 # Configuration (README "Supported versions"):
-#   OTF_CONFIG     current (default): LAMMPS 4 Feb 2025 (with KOKKOS, Kokkos 4.6.01, where its source
-#                  can be had: scripts/build-kokkos.sh) and LibTorch 2.15.0 from PyPI;
+#   OTF_CONFIG     current (default): LAMMPS 4 Feb 2025 (with KOKKOS: Kokkos 4.6.01 where its source
+#                  can be had, else 4.5.01 from PyPI; scripts/build-kokkos.sh) and LibTorch 2.15.0 from PyPI;
 #                  debian12: LAMMPS 29 Sep 2021, Kokkos 3.4 and LibTorch 1.13, all from Debian 12
 #   OTF_LAMMPS     2021 | 2025 | 2026, overrides the configuration's LAMMPS (scripts/lammps-config.sh)
 #   OTF_LIBTORCH   debian | 2.15.0, overrides the configuration's LibTorch (2.x: CPU LibTorch from
@@ -127,10 +127,18 @@ if kk_headers=$(bash "$OTF_ROOT/scripts/check-otf-kk-compile.sh" prepare | tail 
 else
   say "WARNING: no LAMMPS 2026 / Kokkos 5.2 headers: the otf/kk compile checks are left out"
 fi
-# A CUDA Kokkos built here for the GPU check (bench/gpu/): its otf/kk compile check joins the tests.
-for cuda_kokkos in "$cache_root"/kokkos-4.6.01-cuda*; do
-  if [[ -f $cuda_kokkos/.complete ]] && command -v nvcc >/dev/null; then kk_check_args+=(-DOTF_KK_CUDA_KOKKOS="$cuda_kokkos"); break; fi
-done
+# otf/kk's CUDA instantiation against LAMMPS 4 Feb 2025 and a real CUDA Kokkos, the newest release
+# whose source can be had (4.6.01, else 4.5.01 from PyPI), built here for Hopper with the machine's
+# nvcc (minutes; cached): the otf/kk of the GPU check (bench/gpu/). `test` only: nothing else needs it.
+if [[ $action == test ]] && command -v nvcc >/dev/null; then
+  for kokkos_version in 4.6.01 4.5.01; do
+    status=0
+    cuda_kokkos=$("$OTF_ROOT/scripts/build-kokkos.sh" "$kokkos_version" cuda | tail -n 1) || status=$?
+    if ((status == 0)); then kk_check_args+=(-DOTF_KK_CUDA_KOKKOS="$cuda_kokkos"); break; fi
+    ((status == 3)) || { say "building Kokkos $kokkos_version for CUDA failed"; exit 1; }
+  done
+  ((status == 0)) || say "WARNING: no Kokkos source for CUDA: otf_kk_compile_cuda_kokkos4 is left out"
+fi
 build_otf "$lammps_prefix" "$build_dir" "${kk_check_args[@]}"
 cmake --install "$build_dir" --prefix "$build_dir/install" >/dev/null
 
