@@ -76,7 +76,7 @@ if [[ ! -e $source_path ]]; then
   mkdir -p "$(dirname "$source_path")"
   if ! curl -fsSL --connect-timeout 10 -o "$source_path.part" "$url" &&
      ! { [[ $version == 4.5.01 ]] && kokkos_from_pypi; }; then
-    rm -f "$source_path.part"
+    rm -rf "$source_path.part" "$work"
     log "Kokkos $version source not available (set OTF_KOKKOS_SOURCE to its release tarball)"
     exit 3
   fi
