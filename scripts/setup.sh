@@ -127,11 +127,14 @@ if kk_headers=$(bash "$OTF_ROOT/scripts/check-otf-kk-compile.sh" prepare | tail 
 else
   say "WARNING: no LAMMPS 2026 / Kokkos 5.2 headers: the otf/kk compile checks are left out"
 fi
-# otf/kk's CUDA instantiation against LAMMPS 4 Feb 2025 and a real CUDA Kokkos, the newest release
-# whose source can be had (4.6.01, else 4.5.01 from PyPI), built here for Hopper with the machine's
-# nvcc (minutes; cached): the otf/kk of the GPU check (bench/gpu/). `test` only: nothing else needs it.
+# otf/kk's CUDA instantiation against LAMMPS 4 Feb 2025 and a real CUDA Kokkos, the first of that
+# LAMMPS' Kokkos versions (scripts/lammps-config.sh: 4.6.01, then 4.5.01 from PyPI) whose source can
+# be had, built here for Hopper with the machine's nvcc (minutes; cached): the otf/kk of the GPU
+# check (bench/gpu/). `test` only: nothing else needs it.
 if [[ $action == test ]] && command -v nvcc >/dev/null; then
-  for kokkos_version in 4.6.01 4.5.01; do
+  read -r -a cuda_kokkos_versions <<<"$(OTF_LAMMPS=2025 OTF_KOKKOS_BACKEND=cuda bash -c \
+    "source '$OTF_ROOT/scripts/lammps-config.sh' && echo \"\$LAMMPS_KOKKOS \${LAMMPS_KOKKOS_FALLBACKS[*]}\"")"
+  for kokkos_version in "${cuda_kokkos_versions[@]}"; do
     status=0
     cuda_kokkos=$("$OTF_ROOT/scripts/build-kokkos.sh" "$kokkos_version" cuda | tail -n 1) || status=$?
     if ((status == 0)); then kk_check_args+=(-DOTF_KK_CUDA_KOKKOS="$cuda_kokkos"); break; fi
