@@ -13,6 +13,7 @@
 #include <utility>
 
 #include "keywords.h"
+#include "state_archive.h"
 
 namespace otf {
 namespace {
@@ -22,9 +23,9 @@ constexpr std::array<std::pair<std::string_view, EvictionPolicy>, 2> kPolicyName
     {"reservoir", EvictionPolicy::Reservoir},
 }};
 
-constexpr const char* kStateKind = "otf-torch replay buffer";
-// Bumped when the layout changes; a newer state is refused with a message saying so.
-constexpr int64_t kStateFormat = 1;
+// The format is bumped when the layout changes; a newer state is refused with a message saying so.
+const state_archive::StateKind kStateKind{"otf-torch replay buffer", 1, "replay buffer state",
+                                          "not a replay buffer state"};
 
 void require_option(bool condition, const std::string& message) {
   if (!condition) throw std::invalid_argument("replay buffer: " + message);
@@ -61,28 +62,16 @@ int64_t frame_nbytes(const TrainingBatch& frame) {
   throw std::runtime_error("replay buffer state is damaged: " + what);
 }
 
-c10::IValue read_value(torch::serialize::InputArchive& archive, const std::string& key) {
-  c10::IValue value;
-  if (!archive.try_read(key, value)) damaged("'" + key + "' is missing");
-  return value;
-}
-
 int64_t read_int(torch::serialize::InputArchive& archive, const std::string& key) {
-  const auto value = read_value(archive, key);
-  if (!value.isInt()) damaged("'" + key + "' is not an integer");
-  return value.toInt();
+  return state_archive::read_int(archive, key, kStateKind.noun);
 }
 
 std::string read_string(torch::serialize::InputArchive& archive, const std::string& key) {
-  const auto value = read_value(archive, key);
-  if (!value.isString()) damaged("'" + key + "' is not a string");
-  return value.toStringRef();
+  return state_archive::read_string(archive, key, kStateKind.noun);
 }
 
 double read_double(torch::serialize::InputArchive& archive, const std::string& key) {
-  const auto value = read_value(archive, key);
-  if (!value.isDouble()) damaged("'" + key + "' is not a number");
-  return value.toDouble();
+  return state_archive::read_double(archive, key, kStateKind.noun);
 }
 
 // A frame's tensor names go in as values, not as archive keys: LibTorch's archives refuse keys
@@ -316,8 +305,7 @@ std::vector<TrainingBatch> ReplayBuffer::validation_frames() const {
 
 std::string ReplayBuffer::save_state() const {
   torch::serialize::OutputArchive archive;
-  archive.write("kind", c10::IValue(std::string(kStateKind)));
-  archive.write("format", c10::IValue(kStateFormat));
+  state_archive::write_header(archive, kStateKind);
   archive.write("options/capacity_frames", c10::IValue(options_.capacity_frames));
   archive.write("options/capacity_bytes", c10::IValue(options_.capacity_bytes));
   archive.write("options/validation_fraction", c10::IValue(options_.validation_fraction));
@@ -334,28 +322,12 @@ std::string ReplayBuffer::save_state() const {
     for (size_t i = 0; i < set->frames.size(); ++i)
       write_frame(archive, set->name + "/" + std::to_string(i), set->frames[i]);
   }
-  std::ostringstream bytes;
-  archive.save_to(bytes);
-  return bytes.str();
+  return state_archive::to_bytes(archive);
 }
 
 void ReplayBuffer::load_state(const std::string& bytes) {
   torch::serialize::InputArchive archive;
-  try {
-    std::istringstream stream(bytes);
-    archive.load_from(stream);
-  } catch (const c10::Error& error) {
-    throw std::runtime_error(std::string("not a replay buffer state, or a damaged one (") +
-                             error.what_without_backtrace() + ")");
-  }
-  c10::IValue kind;
-  if (!archive.try_read("kind", kind) || !kind.isString() || kind.toStringRef() != kStateKind)
-    throw std::runtime_error("not a replay buffer state (another kind of OTF-Torch archive?)");
-  const int64_t format = read_int(archive, "format");
-  if (format > kStateFormat)
-    throw std::runtime_error("replay buffer state format " + std::to_string(format) +
-                             " is newer than this OTF-Torch reads (" +
-                             std::to_string(kStateFormat) + "); update OTF-Torch");
+  state_archive::load_checked(archive, bytes, kStateKind);
 
   std::vector<std::string> differences;
   const auto compare = [&differences](const std::string& option, const std::string& saved,

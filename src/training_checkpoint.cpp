@@ -7,17 +7,18 @@
 #include <cstdio>
 #include <filesystem>
 #include <mutex>
-#include <sstream>
 #include <stdexcept>
 #include <unistd.h>
 
 #include "lr_scheduler.h"
+#include "state_archive.h"
 #include "training_strategy.h"
 
 namespace otf {
 namespace {
 
-constexpr const char* kKind = "otf-torch training state";
+const state_archive::StateKind kKind{"otf-torch training state", kTrainingCheckpointFormat,
+                                     "training state", "not an OTF-Torch training state"};
 
 torch::Tensor counters_as_tensor(const TrainingCounters& c) {
   return torch::tensor({c.step_count, c.global_step_count, c.batch_count, c.epoch_step_count,
@@ -52,8 +53,7 @@ void require(bool condition, const std::string& what) {
 
 std::string save_training_state(const TrainingStrategy& strategy) {
   torch::serialize::OutputArchive archive;
-  archive.write("kind", c10::IValue(std::string(kKind)));
-  archive.write("format", c10::IValue(static_cast<int64_t>(kTrainingCheckpointFormat)));
+  state_archive::write_header(archive, kKind);
   archive.write("counters", counters_as_tensor(strategy.counters()));
   archive.write("cpu_generator", cpu_generator_state());
 
@@ -83,28 +83,12 @@ std::string save_training_state(const TrainingStrategy& strategy) {
     archive.write("hook/" + std::to_string(i), hook_archive);
   }
 
-  std::ostringstream bytes;
-  archive.save_to(bytes);
-  return bytes.str();
+  return state_archive::to_bytes(archive);
 }
 
 void load_training_state(TrainingStrategy& strategy, const std::string& bytes) {
   torch::serialize::InputArchive archive;
-  try {
-    std::istringstream stream(bytes);
-    archive.load_from(stream);
-  } catch (const c10::Error& error) {
-    throw std::runtime_error(std::string("training state is damaged or not a training state (") +
-                             error.what_without_backtrace() + ")");
-  }
-  c10::IValue kind, format;
-  if (!archive.try_read("kind", kind) || !kind.isString() || kind.toStringRef() != kKind)
-    throw std::runtime_error("not an OTF-Torch training state");
-  archive.read("format", format);
-  if (format.toInt() > kTrainingCheckpointFormat)
-    throw std::runtime_error("training state format " + std::to_string(format.toInt()) +
-                             " is newer than this OTF-Torch reads (" +
-                             std::to_string(kTrainingCheckpointFormat) + "); update OTF-Torch");
+  state_archive::load_checked(archive, bytes, kKind);
 
   for (const auto& [name, model] : strategy.models()) {
     torch::serialize::InputArchive model_archive;
@@ -114,10 +98,9 @@ void load_training_state(TrainingStrategy& strategy, const std::string& bytes) {
   strategy.build_optimizers();
   const auto optimizers = strategy.optimizers();
   const auto schedulers = strategy.lr_schedulers();
-  c10::IValue optimizer_count;
-  archive.read("optimizer_count", optimizer_count);
-  require(optimizer_count.toInt() == static_cast<int64_t>(optimizers.size()),
-          "saved " + std::to_string(optimizer_count.toInt()) + " optimizers, this run has " +
+  const int64_t optimizer_count = state_archive::read_int(archive, "optimizer_count", kKind.noun);
+  require(optimizer_count == static_cast<int64_t>(optimizers.size()),
+          "saved " + std::to_string(optimizer_count) + " optimizers, this run has " +
               std::to_string(optimizers.size()));
   for (size_t i = 0; i < optimizers.size(); ++i) {
     torch::serialize::InputArchive optimizer_archive;
@@ -131,10 +114,9 @@ void load_training_state(TrainingStrategy& strategy, const std::string& bytes) {
     if (has_scheduler) schedulers[i]->load(scheduler_archive);
   }
   const auto hooks = strategy.checkpointable_hooks();
-  c10::IValue hook_count;
-  archive.read("hook_count", hook_count);
-  require(hook_count.toInt() == static_cast<int64_t>(hooks.size()),
-          "saved " + std::to_string(hook_count.toInt()) + " hooks with state, this run has " +
+  const int64_t hook_count = state_archive::read_int(archive, "hook_count", kKind.noun);
+  require(hook_count == static_cast<int64_t>(hooks.size()),
+          "saved " + std::to_string(hook_count) + " hooks with state, this run has " +
               std::to_string(hooks.size()));
   for (size_t i = 0; i < hooks.size(); ++i) {
     torch::serialize::InputArchive hook_archive;

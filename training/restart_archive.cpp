@@ -3,11 +3,14 @@
 #include <torch/serialize.h>
 
 #include <cstring>
+#include <vector>
 
-#include "archive_fields.h"
+#include "state_archive.h"
 
 namespace otf {
 namespace {
+
+namespace archive = state_archive;
 
 // The tag every fix otf/train restart blob has started with, in every format.
 constexpr char kTag[8] = {'O', 'T', 'F', 'T', 'R', 'A', 'I', 'N'};
@@ -15,41 +18,88 @@ const std::string kWhat = "the restart file's fix otf/train state";
 // Tag, format (uint32) and payload length (uint64), in every format so far.
 constexpr std::size_t kHeaderSize = sizeof(kTag) + sizeof(uint32_t) + sizeof(uint64_t);
 
+// Revisions of format 3: fields added within it, which files written before them lack.
+constexpr int kWithReferenceTimes = 1;  // skipped labels, reference and training wall times
+constexpr int kWithCalibration = 2;     // accuracy mode's errors and calibration
+constexpr int kWithOutlierGuard = 3;    // the outlier guard's counters
+
+// Every rank's replay buffer part: a count, then one byte string per rank.
+archive::Field<TrainerRestart> rank_buffers_field() {
+  archive::Field<TrainerRestart> entry;
+  entry.key = "ranks";
+  entry.write = [](torch::serialize::OutputArchive& out, const std::string& key,
+                   const TrainerRestart& restart) {
+    archive::write_int(out, key, static_cast<int64_t>(restart.rank_buffers.size()));
+    for (std::size_t r = 0; r < restart.rank_buffers.size(); ++r)
+      archive::write_bytes(out, "buffer/" + std::to_string(r), restart.rank_buffers[r]);
+  };
+  entry.read = [](torch::serialize::InputArchive& in, const std::string& key,
+                  TrainerRestart& restart, const std::string& what) {
+    const int64_t ranks = archive::read_int(in, key, what);
+    if (ranks < 0) throw std::runtime_error(what + " names a negative number of ranks");
+    restart.rank_buffers.clear();
+    for (int64_t r = 0; r < ranks; ++r)
+      restart.rank_buffers.push_back(archive::read_bytes(in, "buffer/" + std::to_string(r), what));
+  };
+  entry.reset = [](TrainerRestart& restart) { restart.rank_buffers.clear(); };
+  return entry;
+}
+
+// The policy's and the trainer's fields, under "policy/<name>" and "trainer/<name>".
+template <class Value>
+archive::Field<TrainerRestart> policy_field(const char* name, Value PolicyState::*member) {
+  return archive::field<TrainerRestart>(
+      std::string("policy/") + name, [member](auto& r) -> auto& { return r.policy.*member; });
+}
+
+template <class Value>
+archive::Field<TrainerRestart> counter_field(const char* name, Value TrainerCounters::*member,
+                                             int revision = 0) {
+  return archive::field<TrainerRestart>(
+      std::string("trainer/") + name, [member](auto& r) -> auto& { return r.counters.*member; },
+      revision);
+}
+
+// The archive's fields, each named once: encode_restart writes them, decode_restart reads them.
+const std::vector<archive::Field<TrainerRestart>>& restart_fields() {
+  using C = TrainerCounters;
+  using P = PolicyState;
+  static const std::vector<archive::Field<TrainerRestart>> fields = {
+      policy_field("reference_drives", &P::reference_drives),
+      policy_field("last_labelled_step", &P::last_labelled_step),
+      policy_field("last_checked_step", &P::last_checked_step),
+      policy_field("last_counted_step", &P::last_counted_step),
+      policy_field("model_driven_steps", &P::model_driven_steps),
+      policy_field("model_phase_labels", &P::model_phase_labels),
+      counter_field("reference_calls", &C::reference_calls),
+      counter_field("last_saved_step", &C::last_saved_step),
+      counter_field("max_uncertainty", &C::max_uncertainty),
+      counter_field("replicas_differ", &C::replicas_differ),
+      counter_field("skipped_labels", &C::skipped_labels, kWithReferenceTimes),
+      counter_field("reference_seconds", &C::reference_seconds, kWithReferenceTimes),
+      counter_field("training_seconds", &C::training_seconds, kWithReferenceTimes),
+      counter_field("predicted_force_error", &C::predicted_force_error, kWithCalibration),
+      counter_field("predicted_energy_error", &C::predicted_energy_error, kWithCalibration),
+      counter_field("label_force_error", &C::label_force_error, kWithCalibration),
+      counter_field("label_energy_error", &C::label_energy_error, kWithCalibration),
+      counter_field("label_atoms_above_bound", &C::label_atoms_above_bound, kWithCalibration),
+      counter_field("learned_labels", &C::learned_labels, kWithOutlierGuard),
+      counter_field("largest_learned_force", &C::largest_learned_force, kWithOutlierGuard),
+      counter_field("refused_labels_in_row", &C::refused_labels_in_row, kWithOutlierGuard),
+      archive::field<TrainerRestart>(
+          "calibration", [](auto& r) -> auto& { return r.calibration; }, kWithCalibration),
+      archive::field<TrainerRestart>("session", [](auto& r) -> auto& { return r.session; }),
+      rank_buffers_field(),
+  };
+  return fields;
+}
+
 }  // namespace
 
 std::string encode_restart(const TrainerRestart& restart) {
-  namespace fields = archive_fields;
-  torch::serialize::OutputArchive archive;
-  const PolicyState& p = restart.policy;
-  fields::write_int(archive, "policy/reference_drives", p.reference_drives ? 1 : 0);
-  fields::write_int(archive, "policy/last_labelled_step", p.last_labelled_step);
-  fields::write_int(archive, "policy/last_checked_step", p.last_checked_step);
-  fields::write_int(archive, "policy/last_counted_step", p.last_counted_step);
-  fields::write_int(archive, "policy/model_driven_steps", p.model_driven_steps);
-  fields::write_int(archive, "policy/model_phase_labels", p.model_phase_labels);
-  const TrainerCounters& c = restart.counters;
-  fields::write_int(archive, "trainer/reference_calls", c.reference_calls);
-  fields::write_int(archive, "trainer/last_saved_step", c.last_saved_step);
-  fields::write_double(archive, "trainer/max_uncertainty", c.max_uncertainty);
-  fields::write_int(archive, "trainer/replicas_differ", c.replicas_differ ? 1 : 0);
-  fields::write_int(archive, "trainer/skipped_labels", c.skipped_labels);
-  fields::write_double(archive, "trainer/reference_seconds", c.reference_seconds);
-  fields::write_double(archive, "trainer/training_seconds", c.training_seconds);
-  fields::write_double(archive, "trainer/predicted_force_error", c.predicted_force_error);
-  fields::write_double(archive, "trainer/predicted_energy_error", c.predicted_energy_error);
-  fields::write_double(archive, "trainer/label_force_error", c.label_force_error);
-  fields::write_double(archive, "trainer/label_energy_error", c.label_energy_error);
-  fields::write_double(archive, "trainer/label_atoms_above_bound", c.label_atoms_above_bound);
-  fields::write_int(archive, "trainer/learned_labels", c.learned_labels);
-  fields::write_double(archive, "trainer/largest_learned_force", c.largest_learned_force);
-  fields::write_int(archive, "trainer/refused_labels_in_row", c.refused_labels_in_row);
-  fields::write_bytes(archive, "calibration", restart.calibration);
-  fields::write_bytes(archive, "session", restart.session);
-  fields::write_int(archive, "ranks", static_cast<int64_t>(restart.rank_buffers.size()));
-  for (std::size_t r = 0; r < restart.rank_buffers.size(); ++r)
-    fields::write_bytes(archive, "buffer/" + std::to_string(r), restart.rank_buffers[r]);
-
-  const std::string bytes = fields::to_bytes(archive);
+  torch::serialize::OutputArchive out;
+  archive::write_fields(out, restart_fields(), restart);
+  const std::string bytes = archive::to_bytes(out);
   std::string blob(kTag, sizeof(kTag));
   const uint32_t format = kRestartFormat;
   const uint64_t length = bytes.size();
@@ -69,7 +119,6 @@ std::size_t restart_blob_size(const char* data) {
 }
 
 TrainerRestart decode_restart(const char* data, std::size_t size) {
-  namespace fields = archive_fields;
   uint32_t format = 0;
   if (size < kHeaderSize || std::memcmp(data, kTag, sizeof(kTag)) != 0)
     throw RestartFormatError(kWhat + " is not an otf/train training state (another fix's data, "
@@ -97,56 +146,10 @@ TrainerRestart decode_restart(const char* data, std::size_t size) {
                              " bytes, its header says " + std::to_string(kHeaderSize + length) +
                              ")");
   try {
-    torch::serialize::InputArchive archive;
-    fields::from_bytes(archive, std::string(data + kHeaderSize, length), kWhat);
+    torch::serialize::InputArchive in;
+    archive::load(in, std::string(data + kHeaderSize, length), kWhat);
     TrainerRestart restart;
-    PolicyState& p = restart.policy;
-    p.reference_drives = fields::read_int(archive, "policy/reference_drives", kWhat) != 0;
-    p.last_labelled_step = fields::read_int(archive, "policy/last_labelled_step", kWhat);
-    p.last_checked_step = fields::read_int(archive, "policy/last_checked_step", kWhat);
-    p.last_counted_step = fields::read_int(archive, "policy/last_counted_step", kWhat);
-    p.model_driven_steps = fields::read_int(archive, "policy/model_driven_steps", kWhat);
-    p.model_phase_labels = fields::read_int(archive, "policy/model_phase_labels", kWhat);
-    TrainerCounters& c = restart.counters;
-    c.reference_calls = fields::read_int(archive, "trainer/reference_calls", kWhat);
-    c.last_saved_step = fields::read_int(archive, "trainer/last_saved_step", kWhat);
-    c.max_uncertainty = fields::read_double(archive, "trainer/max_uncertainty", kWhat);
-    c.replicas_differ = fields::read_int(archive, "trainer/replicas_differ", kWhat) != 0;
-    // Added within format 3: files written before it have no such field.
-    try {
-      c.skipped_labels = fields::read_int(archive, "trainer/skipped_labels", kWhat);
-      c.reference_seconds = fields::read_double(archive, "trainer/reference_seconds", kWhat);
-      c.training_seconds = fields::read_double(archive, "trainer/training_seconds", kWhat);
-    } catch (const std::runtime_error&) {
-      c.skipped_labels = 0;
-    }
-    try {
-      c.predicted_force_error = fields::read_double(archive, "trainer/predicted_force_error", kWhat);
-      c.predicted_energy_error =
-          fields::read_double(archive, "trainer/predicted_energy_error", kWhat);
-      c.label_force_error = fields::read_double(archive, "trainer/label_force_error", kWhat);
-      c.label_energy_error = fields::read_double(archive, "trainer/label_energy_error", kWhat);
-      c.label_atoms_above_bound =
-          fields::read_double(archive, "trainer/label_atoms_above_bound", kWhat);
-      restart.calibration = fields::read_bytes(archive, "calibration", kWhat);
-    } catch (const std::runtime_error&) {
-      restart.calibration.clear();
-    }
-    try {
-      c.learned_labels = fields::read_int(archive, "trainer/learned_labels", kWhat);
-      c.largest_learned_force = fields::read_double(archive, "trainer/largest_learned_force", kWhat);
-      c.refused_labels_in_row = fields::read_int(archive, "trainer/refused_labels_in_row", kWhat);
-    } catch (const std::runtime_error&) {
-      c.learned_labels = 0;
-      c.largest_learned_force = 0.0;
-      c.refused_labels_in_row = 0;
-    }
-    restart.session = fields::read_bytes(archive, "session", kWhat);
-    const int64_t ranks = fields::read_int(archive, "ranks", kWhat);
-    if (ranks < 0) throw std::runtime_error(kWhat + " names a negative number of ranks");
-    for (int64_t r = 0; r < ranks; ++r)
-      restart.rank_buffers.push_back(
-          fields::read_bytes(archive, "buffer/" + std::to_string(r), kWhat));
+    archive::read_fields(in, restart_fields(), restart, kWhat);
     return restart;
   } catch (const RestartFormatError&) {
     throw;

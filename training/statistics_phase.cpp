@@ -4,8 +4,8 @@
 #include <cmath>
 #include <string>
 
-#include "archive_fields.h"
 #include "frame_intake.h"
+#include "state_archive.h"
 
 namespace otf {
 
@@ -54,22 +54,22 @@ void StatisticsPhase::add_frame(Potential& potential, const NeighborGraph& graph
 }
 
 void StatisticsPhase::save(torch::serialize::OutputArchive& archive) const {
-  archive_fields::write_int(archive, "statistics/ready", ready_ ? 1 : 0);
-  archive_fields::write_int(archive, "statistics/frames", frames());
+  state_archive::write_int(archive, "statistics/ready", ready_ ? 1 : 0);
+  state_archive::write_int(archive, "statistics/frames", frames());
   if (energies_.empty()) return;
   archive.write("statistics/counts", torch::stack(counts_));
   archive.write("statistics/energies", torch::tensor(energies_, torch::kFloat64));
 }
 
 void StatisticsPhase::load(torch::serialize::InputArchive& archive, const std::string& what) {
-  const bool ready = archive_fields::read_int(archive, "statistics/ready", what) != 0;
-  const int64_t frames = archive_fields::read_int(archive, "statistics/frames", what);
+  const bool ready = state_archive::read_int(archive, "statistics/ready", what) != 0;
+  const int64_t frames = state_archive::read_int(archive, "statistics/frames", what);
   std::vector<torch::Tensor> counts;
   std::vector<double> energies;
   if (frames > 0) {
-    const torch::Tensor stacked = archive_fields::read_tensor(archive, "statistics/counts", what);
+    const torch::Tensor stacked = state_archive::read_tensor(archive, "statistics/counts", what);
     const torch::Tensor values =
-        archive_fields::read_tensor(archive, "statistics/energies", what).contiguous();
+        state_archive::read_tensor(archive, "statistics/energies", what).contiguous();
     if (stacked.size(0) != frames || values.numel() != frames)
       throw std::runtime_error(what + ": the statistics phase's frames do not match their count");
     for (int64_t f = 0; f < frames; ++f) counts.push_back(stacked[f].clone());

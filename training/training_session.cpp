@@ -1,6 +1,5 @@
 #include "training_session.h"
 
-#include "archive_fields.h"
 #include "committee_deviation.h"
 #include "communicator.h"
 #include "ema_hook.h"
@@ -20,6 +19,7 @@
 #include "potential_training.h"
 #include "precision.h"
 #include "replay_buffer.h"
+#include "state_archive.h"
 #include "statistics_phase.h"
 #include "training_checkpoint.h"
 #include "training_strategy.h"
@@ -118,9 +118,10 @@ LRScheduleSettings lr_schedule_settings(LRScheduleKind kind, const std::vector<d
   return settings;
 }
 
-constexpr const char *kStateKind = "otf-torch training session state";
-constexpr int64_t kStateFormat = 1;
-const std::string kStateWhat = "the training session state";
+const state_archive::StateKind kStateKind{"otf-torch training session state", 1,
+                                          "the training session state",
+                                          "not an OTF-Torch training session state"};
+const std::string &kStateWhat = kStateKind.noun;
 
 std::vector<torch::Tensor> model_state_tensors(Potential &potential)
 {
@@ -512,11 +513,10 @@ void TrainingSession::save(const std::string &path) const
 
 std::string TrainingSession::save_state(bool with_snapshot) const
 {
-  namespace fields = archive_fields;
+  namespace fields = state_archive;
   const Impl &s = *impl_;
   torch::serialize::OutputArchive archive;
-  fields::write_string(archive, "kind", kStateKind);
-  fields::write_int(archive, "format", kStateFormat);
+  fields::write_header(archive, kStateKind);
   // The weights are stored once, inside the engine's training state.
   archive.write("model/signature", model_signature(*s.potential));
   fields::write_bytes(archive, "training_state", save_training_state(*s.strategy));
@@ -546,18 +546,10 @@ std::string TrainingSession::save_state(bool with_snapshot) const
 
 void TrainingSession::load_state(const std::string &bytes)
 {
-  namespace fields = archive_fields;
+  namespace fields = state_archive;
   Impl &s = *impl_;
   torch::serialize::InputArchive archive;
-  fields::from_bytes(archive, bytes, kStateWhat);
-  c10::IValue kind;
-  if (!archive.try_read("kind", kind) || !kind.isString() || kind.toStringRef() != kStateKind)
-    throw std::runtime_error("not an OTF-Torch training session state");
-  const int64_t format = fields::read_int(archive, "format", kStateWhat);
-  if (format > kStateFormat)
-    throw std::runtime_error("the training session state has format " + std::to_string(format) +
-                             ", newer than this OTF-Torch reads (" + std::to_string(kStateFormat) +
-                             "); update OTF-Torch");
+  fields::load_checked(archive, bytes, kStateKind);
   check_model_signature(fields::read_tensor(archive, "model/signature", kStateWhat), *s.potential);
   const std::string training_state = fields::read_bytes(archive, "training_state", kStateWhat);
   StatisticsPhase statistics(s.settings.stats_frames, false);

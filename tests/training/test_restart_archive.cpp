@@ -5,7 +5,11 @@
 #include <mpi.h>
 
 #include <cstring>
+#include <sstream>
 #include <string>
+#include <vector>
+
+#include <torch/serialize.h>
 
 #include "restart_archive.h"
 #include "training_test_support.h"
@@ -74,6 +78,62 @@ TEST(RestartArchive, RoundTripKeepsEveryField) {
   EXPECT_EQ(back.counters.refused_labels_in_row, 2);
   EXPECT_EQ(back.session, restart.session);
   EXPECT_EQ(back.rank_buffers, restart.rank_buffers);
+}
+
+// A format-3 blob as the first writers of format 3 wrote it, before the reference times, the
+// calibration and the outlier guard's counters were added: plain LibTorch archive fields.
+std::string first_format3_blob() {
+  torch::serialize::OutputArchive archive;
+  const auto write_int = [&](const std::string& key, int64_t value) {
+    archive.write(key, c10::IValue(value));
+  };
+  const auto write_bytes = [&](const std::string& key, const std::string& bytes) {
+    torch::Tensor tensor = torch::empty({static_cast<int64_t>(bytes.size())}, torch::kUInt8);
+    if (!bytes.empty()) std::memcpy(tensor.data_ptr(), bytes.data(), bytes.size());
+    archive.write(key, tensor);
+  };
+  write_int("policy/reference_drives", 0);
+  write_int("policy/last_labelled_step", 40);
+  write_int("policy/last_checked_step", 41);
+  write_int("policy/last_counted_step", 42);
+  write_int("policy/model_driven_steps", 12);
+  write_int("policy/model_phase_labels", 1);
+  write_int("trainer/reference_calls", 9);
+  write_int("trainer/last_saved_step", 30);
+  archive.write("trainer/max_uncertainty", c10::IValue(0.5));
+  write_int("trainer/replicas_differ", 0);
+  write_bytes("session", std::string("session \0 bytes", 15));
+  write_int("ranks", 1);
+  write_bytes("buffer/0", "rank 0");
+  std::ostringstream payload;
+  archive.save_to(payload);
+  std::string blob("OTFTRAIN", 8);
+  const uint32_t format = 3;
+  const uint64_t length = payload.str().size();
+  blob.append(reinterpret_cast<const char*>(&format), sizeof(format));
+  blob.append(reinterpret_cast<const char*>(&length), sizeof(length));
+  return blob + payload.str();
+}
+
+TEST(RestartArchive, FilesWrittenBeforeLaterFieldsStillRead) {
+  const std::string blob = first_format3_blob();
+  const TrainerRestart back = decode_restart(blob.data(), blob.size());
+  EXPECT_FALSE(back.policy.reference_drives);
+  EXPECT_EQ(back.policy.last_labelled_step, 40);
+  EXPECT_EQ(back.policy.model_phase_labels, 1);
+  EXPECT_EQ(back.counters.reference_calls, 9);
+  EXPECT_EQ(back.counters.max_uncertainty, 0.5);
+  EXPECT_EQ(back.session, std::string("session \0 bytes", 15));
+  EXPECT_EQ(back.rank_buffers, std::vector<std::string>{"rank 0"});
+  // The later fields keep their defaults.
+  const TrainerCounters defaults;
+  EXPECT_EQ(back.counters.skipped_labels, 0);
+  EXPECT_EQ(back.counters.reference_seconds, 0.0);
+  EXPECT_EQ(back.counters.label_force_error, defaults.label_force_error);
+  EXPECT_EQ(back.counters.label_atoms_above_bound, defaults.label_atoms_above_bound);
+  EXPECT_EQ(back.counters.learned_labels, 0);
+  EXPECT_EQ(back.counters.refused_labels_in_row, 0);
+  EXPECT_TRUE(back.calibration.empty());
 }
 
 TEST(RestartArchive, FormatsOfOtfTorch01AreRefusedWithWhatToDo) {
