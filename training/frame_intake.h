@@ -7,9 +7,9 @@
 
 #include <vector>
 
+#include "frame_part.h"
 #include "neighbor_graph.h"
 #include "potential_training.h"
-#include "training_session.h"
 
 namespace otf {
 
