@@ -401,8 +401,7 @@ CommitteeSpread TrainingSession::committee_spread(const FramePart &frame, double
   if (mean_forces != nullptr) std::fill(mean_forces, mean_forces + 3 * view.num_local, 0.0);
   const int64_t members_count = s.potential->committee_size();
   double local_max = 0.0;
-  // Summed over ranks: squared spreads, atoms, then every member's energy.
-  std::vector<double> sums(2 + static_cast<size_t>(members_count), 0.0);
+  torch::Tensor member_energy;
   // Collective (the halo exchange): every rank evaluates, also one without centres.
   if (members_count > 1) {
     const FrameGraph graph = frame_graph(frame, s.potential->cutoff(), s.communicator->rank());
@@ -427,30 +426,22 @@ CommitteeSpread TrainingSession::committee_spread(const FramePart &frame, double
       if (mean_forces != nullptr)
         for (int d = 0; d < 3; ++d) mean_forces[3 * atom[a] + d] = mean_values[3 * a + d];
     }
-    const torch::Tensor member_energy =
-        prediction.member_energy.detach().to(torch::kFloat64).cpu().reshape({-1}).contiguous();
-    for (int64_t k = 0; k < std::min<int64_t>(members_count, member_energy.numel()); ++k)
-      sums[2 + static_cast<size_t>(k)] = member_energy.data_ptr<double>()[k];
+    member_energy = prediction.member_energy;
   }
-  for (int64_t i = 0; i < view.num_local; ++i) sums[0] += per_owned_atom[i] * per_owned_atom[i];
-  sums[1] = static_cast<double>(view.num_local);
+  // Summed over ranks (potentials/committee_deviation.h).
+  const std::vector<double> sums =
+      committee_spread_sums(per_owned_atom, view.num_local, member_energy, members_count);
   torch::Tensor largest = torch::full({1}, local_max, torch::kFloat64);
   s.communicator->all_reduce_max({largest});
   torch::Tensor summed = torch::tensor(sums, torch::kFloat64);
   s.communicator->all_reduce_sum({summed});
-  const double *total = summed.data_ptr<double>();
+  const CommitteeFrameSpread whole =
+      committee_frame_spread(summed.data_ptr<double>(), members_count, frame.atoms_in_frame);
   CommitteeSpread result;
   result.max_force_spread = largest.item<double>();
-  result.mean_square_force_spread = total[1] > 0.0 ? total[0] / total[1] : 0.0;
-  double energy_sum = 0.0, energy_sq = 0.0;
-  for (int64_t k = 0; k < members_count; ++k) energy_sum += total[2 + k];
-  const double members = static_cast<double>(std::max<int64_t>(members_count, 1));
-  result.mean_energy = energy_sum / members;
-  for (int64_t k = 0; k < members_count; ++k)
-    energy_sq += (total[2 + k] - result.mean_energy) * (total[2 + k] - result.mean_energy);
-  const double atoms = frame.atoms_in_frame > 0 ? static_cast<double>(frame.atoms_in_frame)
-                                                : std::max(total[1], 1.0);
-  result.energy_spread_per_atom = std::sqrt(energy_sq / members) / atoms;
+  result.mean_square_force_spread = whole.mean_square_force_spread;
+  result.mean_energy = whole.mean_energy;
+  result.energy_spread_per_atom = whole.energy_spread_per_atom;
   return result;
 }
 

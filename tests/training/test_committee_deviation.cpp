@@ -1,5 +1,6 @@
-// The committee's uncertainty formula against hand computations, and the training session's
-// per-atom force uncertainty against the same formula applied to the members' own forces.
+// The committee's uncertainty formula and its whole-frame summary against hand computations, and
+// the training session's per-atom force uncertainty against the same formula applied to the
+// members' own forces.
 #include <gtest/gtest.h>
 #include <mpi.h>
 
@@ -33,6 +34,40 @@ TEST(CommitteeDeviation, ForceVectorsByHand) {
   // One member: no spread.
   EXPECT_EQ(committee_vector_deviation(members.narrow(0, 0, 1)).abs().max().item<double>(), 0.0);
   EXPECT_THROW(committee_vector_deviation(torch::zeros({3})), std::invalid_argument);
+}
+
+TEST(CommitteeDeviation, FrameSpreadFromPartsByHand) {
+  // Two parts of a four-atom frame (two ranks), three members. Part A: spreads 1 and 2, member
+  // energies 1, 2, 3; part B: spreads 3 and 0, member energies 1, 1, 4 (a member's part energy).
+  const double spreads_a[] = {1.0, 2.0};
+  const double spreads_b[] = {3.0, 0.0};
+  const std::vector<double> a =
+      committee_spread_sums(spreads_a, 2, torch::tensor({1.0, 2.0, 3.0}, torch::kFloat64), 3);
+  const std::vector<double> b =
+      committee_spread_sums(spreads_b, 2, torch::tensor({{1.0}, {1.0}, {4.0}}), 3);
+  EXPECT_EQ(a, (std::vector<double>{5.0, 2.0, 1.0, 2.0, 3.0}));
+  EXPECT_EQ(b, (std::vector<double>{9.0, 2.0, 1.0, 1.0, 4.0}));
+  std::vector<double> totals(a.size());
+  for (std::size_t i = 0; i < a.size(); ++i) totals[i] = a[i] + b[i];
+
+  // Squared spreads 14 over 4 atoms; member energies 2, 3, 7 -> mean 4, squared deviations
+  // 4, 1, 9 -> standard deviation sqrt(14/3), per atom of the frame.
+  const CommitteeFrameSpread spread = committee_frame_spread(totals.data(), 3, 4);
+  EXPECT_EQ(spread.mean_square_force_spread, 14.0 / 4.0);
+  EXPECT_EQ(spread.mean_energy, 4.0);
+  EXPECT_NEAR(spread.energy_spread_per_atom, std::sqrt(14.0 / 3.0) / 4.0, 1e-15);
+  // Without the frame's atom count: per atom the sums counted (the same 4 here); with 8, half.
+  EXPECT_EQ(committee_frame_spread(totals.data(), 3, 0).energy_spread_per_atom,
+            spread.energy_spread_per_atom);
+  EXPECT_NEAR(committee_frame_spread(totals.data(), 3, 8).energy_spread_per_atom,
+              spread.energy_spread_per_atom / 2.0, 1e-15);
+
+  // One member, or no member energies: no energy spread; a part without atoms counts nothing.
+  const std::vector<double> single = committee_spread_sums(spreads_a, 2, torch::Tensor(), 1);
+  EXPECT_EQ(single, (std::vector<double>{5.0, 2.0, 0.0}));
+  EXPECT_EQ(committee_frame_spread(single.data(), 1, 2).energy_spread_per_atom, 0.0);
+  const std::vector<double> empty = committee_spread_sums(nullptr, 0, torch::Tensor(), 2);
+  EXPECT_EQ(committee_frame_spread(empty.data(), 2, 0).mean_square_force_spread, 0.0);
 }
 
 TEST(CommitteeDeviation, SessionForceUncertaintyIsTheMembersFoldedSpread) {
