@@ -2,13 +2,10 @@
 
 #include <time.h>
 
-#include <sys/stat.h>
 #include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <exception>
-#include <fstream>
-#include <iterator>
 #include <thread>
 #include <utility>
 #include <vector>
@@ -37,7 +34,10 @@ void patient_broadcast(void* buffer, int count, MPI_Datatype type, MPI_Comm worl
 }  // namespace
 
 IpiReference::IpiReference(IpiReferenceSettings settings, MPI_Comm world)
-    : settings_(std::move(settings)), world_(world), address_(settings_.address) {
+    : settings_(std::move(settings)),
+      world_(world),
+      address_(settings_.address),
+      log_convergence_(settings_.client_log, settings_.not_converged_text) {
   MPI_Comm_rank(world_, &rank_);
   const std::string failure = first_failure_on_any_rank(world_, [&] {
     if (rank_ != 0) return;
@@ -89,31 +89,14 @@ IpiResult IpiReference::attempt(const IpiRequest& request) {
     if (client_ && !client_->running()) start_client();
     server_->accept_client(settings_.connect_timeout, [this] { return client_alive(); });
   }
-  const std::uintmax_t log_offset = client_log_size();
+  log_convergence_.begin_call();
   IpiResult result =
       server_->compute(request, settings_.call_timeout, [this] { return client_alive(); });
-  if (client_log_says_not_converged(log_offset))
+  if (log_convergence_.gained_marker())
     throw IpiFailure(IpiFailureKind::NotConverged,
                      "the client wrote '" + settings_.not_converged_text + "' to " +
                          settings_.client_log + " during this call (its SCF did not converge)");
   return result;
-}
-
-std::uintmax_t IpiReference::client_log_size() const {
-  struct stat status {};
-  if (settings_.not_converged_text.empty() || settings_.client_log.empty() ||
-      ::stat(settings_.client_log.c_str(), &status) != 0)
-    return 0;
-  return static_cast<std::uintmax_t>(status.st_size);
-}
-
-bool IpiReference::client_log_says_not_converged(std::uintmax_t offset) const {
-  if (settings_.not_converged_text.empty() || settings_.client_log.empty()) return false;
-  std::ifstream log(settings_.client_log, std::ios::binary);
-  if (!log) return false;
-  log.seekg(static_cast<std::streamoff>(offset));
-  const std::string gained((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
-  return gained.find(settings_.not_converged_text) != std::string::npos;
 }
 
 ReferenceLabel IpiReference::label(const ReferenceConfiguration& configuration,

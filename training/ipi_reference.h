@@ -17,6 +17,7 @@
 #include "atomic_units.h"
 #include "ipi_server.h"
 #include "reference.h"
+#include "scf_convergence.h"
 
 namespace otf {
 
@@ -64,14 +65,12 @@ class IpiReference : public Reference {
   IpiResult attempt(const IpiRequest& request);
   void start_client();
   bool client_alive();
-  // The client log's size now, and whether what it gained since `offset` has the text.
-  std::uintmax_t client_log_size() const;
-  bool client_log_says_not_converged(std::uintmax_t offset) const;
 
   IpiReferenceSettings settings_;
   MPI_Comm world_;
   int rank_ = 0;
   IpiAddress address_;
+  ClientLogConvergence log_convergence_;   // rank 0: settings_.not_converged_text in the log
   std::unique_ptr<IpiServer> server_;      // rank 0
   std::unique_ptr<ClientProcess> client_;  // rank 0, when this side starts the client
   int64_t failed_attempts_ = 0;

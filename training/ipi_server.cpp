@@ -14,7 +14,6 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cctype>
 #include <cerrno>
 #include <chrono>
 #include <cmath>
@@ -23,6 +22,8 @@
 #include <cstring>
 #include <memory>
 #include <thread>
+
+#include "scf_convergence.h"
 
 namespace otf {
 namespace {
@@ -227,26 +228,6 @@ std::array<double, 9> inverse(const std::array<double, 9>& m) {
   return {c00 * s, (m[2] * m[7] - m[1] * m[8]) * s, (m[1] * m[5] - m[2] * m[4]) * s,
           c01 * s, (m[0] * m[8] - m[2] * m[6]) * s, (m[2] * m[3] - m[0] * m[5]) * s,
           c02 * s, (m[1] * m[6] - m[0] * m[7]) * s, (m[0] * m[4] - m[1] * m[3]) * s};
-}
-
-// True when `extra` is JSON saying "converged": false or "scf_converged": false. Just enough of
-// JSON to find that key's value: a client's extra string is free-form and may not be JSON at all.
-bool reports_not_converged(const std::string& extra) {
-  for (const char* key_text : {"\"converged\"", "\"scf_converged\""}) {
-    const std::string key = key_text;
-    for (std::size_t at = extra.find(key); at != std::string::npos; at = extra.find(key, at + 1)) {
-      std::size_t p = at + key.size();
-      auto skip_space = [&] {
-        while (p < extra.size() && std::isspace(static_cast<unsigned char>(extra[p]))) ++p;
-      };
-      skip_space();
-      if (p >= extra.size() || extra[p] != ':') continue;
-      ++p;
-      skip_space();
-      if (extra.compare(p, 5, "false") == 0) return true;
-    }
-  }
-  return false;
 }
 
 const char* const kAxes[3] = {"x", "y", "z"};
@@ -574,7 +555,7 @@ IpiResult IpiServer::exchange(const IpiRequest& request, double timeout_seconds,
   for (int r = 0; r < 3; ++r)
     for (int c = 0; c < 3; ++c) result.virial[3 * r + c] = virial_wire[3 * c + r];
   // Before the finiteness checks: an SCF that did not converge explains a NaN better than the NaN.
-  if (reports_not_converged(result.extra))
+  if (extra_says_not_converged(result.extra))
     throw channel.failure(IpiFailureKind::NotConverged,
                           "the client reports that its calculation did not converge (extra: " +
                               printable(result.extra.substr(0, 200)) + ")");
