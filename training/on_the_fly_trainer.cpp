@@ -347,7 +347,7 @@ void OnTheFlyTrainer::warm_start() {
     if (rank_ != 0) return;
     const ModelSpec& spec = session_->potential()->spec();
     for (const std::string& path : settings_.warm_start_paths) {
-      JournalContents contents = read_label_journal(path);
+      ExtxyzContents contents = read_extxyz_file(path);
       for (std::size_t k = 0; k < contents.frames.size(); ++k) {
         const JournalFrame& frame = contents.frames[k];
         // Files from other tools (ASE) carry no unit style: eV and Angstrom, LAMMPS' metal.

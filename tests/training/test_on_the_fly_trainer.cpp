@@ -215,7 +215,7 @@ TEST(OnTheFlyTrainer, TheJournalHoldsEveryAnswerAndAWarmStartRefillsTheBuffer) {
     run.steps(0, 5);
     run.steps(5, 5);   // a repeated step is not journalled twice
   }
-  const JournalContents contents = read_label_journal(journal);
+  const ExtxyzContents contents = read_extxyz_file(journal);
   ASSERT_EQ(contents.frames.size(), 6u);
   const auto configurations = argon_configurations(5, kCutoff);
   for (std::size_t k = 0; k < contents.frames.size(); ++k) {
