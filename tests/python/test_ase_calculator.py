@@ -107,12 +107,18 @@ pair_coeff * * Si
 fix md all nvt temp 1000.0 1000.0 0.1
 fix train all otf/train reference "sw" coeff "* * Si.sw Si" every 5 steps_per_frame 2 batch 4 &
     lr 3e-3 buffer 400 validation 0.1 seed 7 drive auto accuracy 0.06 0.002 check_every 10 &
-    label_steps 16 save si.otf
+    label_steps 16 save si.otf journal labels.extxyz
 run 1000
 """, name="in.train")
     model = otf_torch.Model(Path(folder) / "si.otf")
     print(f"trained by fix otf/train in {time.perf_counter() - start:.1f} s: {model!r}")
     check(model.training["optimizer_steps"] > 0, "the model was not trained")
+    labels = otf_torch.read_journal(Path(folder) / "labels.extxyz")
+    forces = labels[-1].get_forces()
+    print(f"label journal: {len(labels)} frames; last: energy "
+          f"{labels[-1].get_potential_energy():.4f} eV, |F|max {np.abs(forces).max():.3f} eV/A")
+    check(len(labels) >= 5 and forces.shape == (64, 3) and
+          np.isfinite(forces).all(), "the label journal holds no usable frames")
     return str(model.path)
 
 
