@@ -161,7 +161,7 @@ case "$action" in
     for release in "${matrix[@]}"; do
       say "LAMMPS integration tests against LAMMPS $release"
       other_build="$build_dir-lammps$release"
-      build_otf "$(lammps_prefix_for "$release")" "$other_build" -DOTF_BUILD_UNIT_TESTS=OFF
+      build_otf "$(lammps_prefix_for "$release")" "$other_build" -DOTF_BUILD_UNIT_TESTS=OFF -DOTF_BUILD_PYTHON=OFF
       ctest --test-dir "$other_build" -L lammps --output-on-failure --parallel "$jobs" || status=1
     done
     exit "$status"
