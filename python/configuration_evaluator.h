@@ -24,11 +24,11 @@ struct Configuration {
 
 struct ConfigurationResults {
   double energy = 0.0;
-  std::array<double, 6> virial{};           // sum_i r_i f_i: xx yy zz xy xz yz
-  std::vector<double> forces;               // [atoms][3]
-  std::vector<double> atom_energies;        // [atoms]
-  std::vector<double> atom_virials;         // [atoms][6], sums to `virial`
-  std::vector<double> energy_uncertainties; // [atoms]: members' spread of the atomic energy
+  std::array<double, 6> virial{};            // sum_i r_i f_i: xx yy zz xy xz yz
+  std::vector<double> forces;                // [atoms][3]
+  std::vector<double> atom_energies;         // [atoms]
+  std::vector<double> atom_virials;          // [atoms][6], sums to `virial`
+  std::vector<double> energy_uncertainties;  // [atoms]: members' spread of the atomic energy
   // [atoms]: sqrt(mean_k |F_k - mean F|^2) over members (committee_deviation.h); empty unless
   // asked for (one more backward pass per member).
   std::vector<double> force_uncertainties;

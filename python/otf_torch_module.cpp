@@ -9,7 +9,6 @@
 
 #include <algorithm>
 #include <cctype>
-#include <filesystem>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -42,7 +41,8 @@ std::string lower_trimmed(const std::string& text) {
 // model runs float32 or, inside the autocast region, bfloat16 or float16. "float64" is accepted
 // here (not by the engine's parser, whose set is the training precisions) to name a float64
 // model's own precision.
-EvaluatorOptions evaluator_options(const Potential& potential, const std::optional<std::string>& precision,
+EvaluatorOptions evaluator_options(const Potential& potential,
+                                   const std::optional<std::string>& precision,
                                    int64_t chunk_size) {
   EvaluatorOptions options;
   options.chunk_size = chunk_size;
@@ -72,8 +72,6 @@ class PythonModel {
  public:
   PythonModel(const std::string& path, const std::optional<std::string>& precision,
               int64_t chunk_size) {
-    if (!std::filesystem::exists(path))
-      throw py::value_error("model file '" + path + "' does not exist");  // replaced in Python
     std::shared_ptr<Potential> potential = load_model_or_spec(path);
     const EvaluatorOptions options = evaluator_options(*potential, precision, chunk_size);
     evaluator_ = std::make_unique<ConfigurationEvaluator>(std::move(potential), options);
@@ -113,7 +111,8 @@ class PythonModel {
     out["energies"] = to_numpy(results.atom_energies, {atoms});
     out["atom_virials"] = to_numpy(results.atom_virials, {atoms, 6});
     out["energy_uncertainties"] = to_numpy(results.energy_uncertainties, {atoms});
-    if (force_uncertainty) out["force_uncertainties"] = to_numpy(results.force_uncertainties, {atoms});
+    if (force_uncertainty)
+      out["force_uncertainties"] = to_numpy(results.force_uncertainties, {atoms});
     return out;
   }
 
@@ -122,9 +121,10 @@ class PythonModel {
                                    const std::vector<std::string>& symbols,
                                    const std::optional<DoubleArray>& cell) const {
     if (positions.ndim() != 2 || positions.shape(1) != 3)
-      throw py::value_error("positions must be an array of shape (atoms, 3); got " +
-                            std::to_string(positions.ndim()) + " dimension(s)" +
-                            (positions.ndim() == 2 ? " of width " + std::to_string(positions.shape(1)) : ""));
+      throw py::value_error(
+          "positions must be an array of shape (atoms, 3); got " +
+          std::to_string(positions.ndim()) + " dimension(s)" +
+          (positions.ndim() == 2 ? " of width " + std::to_string(positions.shape(1)) : ""));
     const auto atoms = static_cast<size_t>(positions.shape(0));
     if (symbols.size() != atoms)
       throw py::value_error(std::to_string(atoms) + " positions but " +
@@ -165,10 +165,14 @@ PYBIND11_MODULE(_otf_torch, module) {
   module.doc() = "OTF-Torch models evaluated by the C++ that pair_style otf runs";
   module.attr("__version__") = otf::build_info().otf_version;
   module.attr("torch_version") = otf::build_info().torch_version;
-  module.def("set_num_threads", [](int threads) {
-        if (threads < 1) throw py::value_error("threads must be >= 1, got " + std::to_string(threads));
+  module.def(
+      "set_num_threads",
+      [](int threads) {
+        if (threads < 1)
+          throw py::value_error("threads must be >= 1, got " + std::to_string(threads));
         torch::set_num_threads(threads);
-      }, py::arg("threads"), "LibTorch's intra-op threads (process-wide).");
+      },
+      py::arg("threads"), "LibTorch's intra-op threads (process-wide).");
   module.def("get_num_threads", [] { return torch::get_num_threads(); });
 
   py::class_<PythonModel>(module, "Model", R"doc(
