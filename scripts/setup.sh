@@ -45,7 +45,8 @@ fi
 packages=(build-essential cmake g++ patch dpkg-dev xz-utils curl python3 ccache
           libtrilinos-kokkos-dev libgtest-dev libopenmpi-dev openmpi-bin
           libopenblas0-openmp lammps-data nlohmann-json3-dev procps
-          python3-ase python3-matplotlib cp2k cp2k-data)
+          python3-ase python3-matplotlib cp2k cp2k-data
+          python3-dev pybind11-dev)   # the Python module otf_torch (docs/python-module.md)
 [[ $libtorch == debian ]] && packages+=(libtorch-dev)
 missing=()
 for p in "${packages[@]}"; do
@@ -160,7 +161,7 @@ case "$action" in
     for release in "${matrix[@]}"; do
       say "LAMMPS integration tests against LAMMPS $release"
       other_build="$build_dir-lammps$release"
-      build_otf "$(lammps_prefix_for "$release")" "$other_build" -DOTF_BUILD_UNIT_TESTS=OFF
+      build_otf "$(lammps_prefix_for "$release")" "$other_build" -DOTF_BUILD_UNIT_TESTS=OFF -DOTF_BUILD_PYTHON=OFF
       ctest --test-dir "$other_build" -L lammps --output-on-failure --parallel "$jobs" || status=1
     done
     exit "$status"
