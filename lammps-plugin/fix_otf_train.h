@@ -1,10 +1,8 @@
 /* -*- c++ -*- ----------------------------------------------------------
    OTF-Torch: fix otf/train (doc/fix_otf_train.md). Trains the model of
-   pair_style otf while the MD runs. A thin shell: it parses the keywords,
-   owns the reference pair style (PairStyleReference), hands the current
-   configuration to the training layer's otf::OnTheFlyTrainer (which decides
-   what to label and trains) and reports errors; LibTorch stays out of this
-   header.
+   pair_style otf while the MD runs. A thin shell: the training layer reads
+   its keywords and its otf::OnTheFlyTrainer decides what to label and
+   trains; the fix owns the reference, moves data and reports errors.
 ------------------------------------------------------------------------- */
 
 #ifdef FIX_CLASS
@@ -61,10 +59,9 @@ class FixOTFTrain : public Fix {
  private:
   class FrameSource;
 
-  void parse_keywords(int narg, char **arg, int first);
-  void parse_ipi_address(const char *kind, const char *where);
-  void create_ipi_reference();
-  void create_pair_style_reference(int narg, char **arg);
+  int split_pair_style_reference(int narg, char **arg,
+                                 std::vector<std::vector<std::string>> &coeff_lines);
+  void create_ipi_reference(otf::IpiReferenceSettings ipi);
   void find_model_pair();
   void request_lists_and_ghosts();
   void share_owners();
@@ -72,11 +69,8 @@ class FixOTFTrain : public Fix {
   void apply_restart();
   template <typename Body> void reporting_training_errors(Body &&body);
 
+  // The settings the training layer read from the keywords (training/trainer_keywords.h).
   std::unique_ptr<otf::TrainerSettings> settings_;
-  // reference ipi: the socket and client settings (null for a pair-style reference).
-  std::unique_ptr<otf::IpiReferenceSettings> ipi_settings_;
-  bool default_accuracy_ = false;  // drive auto's accuracy not named: the default one
-  bool journal_keyword_ = false;    // journal given (else the default of the reference kind)
   std::unique_ptr<otf::Reference> reference_;
   PairStyleReference *pair_reference_ = nullptr;    // reference_ when it is a pair style
   // Declared after the reference, which it uses: destroyed first.

@@ -14,7 +14,7 @@
 #include "blas_advice.h"
 #include "lammps_md_arrays.h"
 #include "model_session.h"
-#include "keyword_values.h"
+#include "pair_style_keywords.h"
 #include "otf_lammps_compat.h"
 #include "rank_agreement.h"
 
@@ -37,11 +37,6 @@
 using namespace LAMMPS_NS;
 
 namespace {
-
-const char *const kSyntax =
-    "pair_style otf <model file or spec.json> [precision <value>] [chunk <centres>] "
-    "[resident yes|no (otf/kk only)]";
-const char *const kKeywords = "precision, chunk, resident";
 
 std::string joined(const std::vector<std::string> &words)
 {
@@ -92,38 +87,20 @@ template <typename Body> void PairOTF::on_all_ranks_or_error(const std::string &
 
 void PairOTF::settings(int narg, char **arg)
 {
-  if (narg < 1) error->all(FLERR, "Illegal pair_style otf command: expected {}", kSyntax);
-
-  const std::string path = arg[0];
-  std::string precision = "float32";
-  bigint chunk_size = 2048;
-  resident_ = RESIDENT_AUTO;
-  for (int iarg = 1; iarg < narg; iarg += 2) {
-    const std::string keyword = arg[iarg];
-    if (keyword != "precision" && keyword != "chunk" && keyword != "resident")
-      error->all(FLERR, "pair_style otf: unknown keyword '{}' (expected one of: {})", keyword,
-                 kKeywords);
-    if (iarg + 1 >= narg)
-      error->all(FLERR, "pair_style otf: keyword '{}' needs a value ({})", keyword, kSyntax);
-    if (keyword == "precision") {
-      on_all_ranks_or_error("pair_style otf: precision",
-                            [&] { precision = otf::canonical_precision_name(arg[iarg + 1]); });
-    } else if (keyword == "chunk") {
-      chunk_size = otf_keywords::integer_value(lmp, "pair_style otf", keyword, arg[iarg + 1],
-                                               -1000000000, 1000000000);
-      if (chunk_size < 1)
-        error->all(FLERR, "pair_style otf: chunk must be at least 1 centre atom (got {})",
-                   chunk_size);
-    } else if (keyword == "resident") {
-      if (!kokkos_variant_)
-        error->all(FLERR, "pair_style otf: keyword 'resident' is for the Kokkos variant "
-                          "(pair_style otf/kk, or -sf kk) only");
-      const std::string value = arg[iarg + 1];
-      if (value != "yes" && value != "no")
-        error->all(FLERR, "pair_style otf/kk: resident must be 'yes' or 'no' (got '{}')", value);
-      resident_ = value == "yes" ? RESIDENT_YES : RESIDENT_NO;
-    }
+  // The grammar is the model layer's (potentials/pair_style_keywords.h).
+  otf::PairStyleSettings parsed;
+  std::string message;
+  try {
+    parsed = otf::parse_pair_style_keywords(std::vector<std::string>(arg, arg + narg),
+                                            kokkos_variant_);
+  } catch (std::exception &e) {
+    message = e.what();
   }
+  // No arguments at all keeps LAMMPS' own wording for a command without its arguments.
+  if (!message.empty())
+    error->all(FLERR, narg < 1 ? "Illegal pair_style otf command: {}" : "pair_style otf: {}", message);
+  const std::string &path = parsed.model_path;
+  resident_ = parsed.resident;
 
   // Rank 0 reads the file (or creates the model from a spec) and every rank loads the same
   // bytes: the replicas are bitwise identical, and a bad file is one clear error.
@@ -145,7 +122,7 @@ void PairOTF::settings(int narg, char **arg)
   // A new model invalidates the element mapping: pair_coeff must follow.
   session_.reset();
   on_all_ranks_or_error(fmt::format("pair_style otf: model '{}'", path), [&] {
-    session_ = std::make_unique<otf::ModelSession>(bytes, precision, chunk_size);
+    session_ = std::make_unique<otf::ModelSession>(bytes, parsed.precision, parsed.chunk_size);
   });
   model_path_ = path;
   if (allocated) {
@@ -200,42 +177,22 @@ void PairOTF::coeff(int narg, char **arg)
   if (!allocated) allocate();
 
   const int ntypes = atom->ntypes;
-  const std::string model_elements = joined(session_->elements());
-
   if (narg != 2 + ntypes)
     error->all(FLERR,
                "pair_coeff for pair_style otf: expected '* *' and one element (or NULL) per "
                "atom type ({} types, model elements: {}), got {} argument(s)",
-               ntypes, model_elements, narg);
+               ntypes, joined(session_->elements()), narg);
   // LAMMPS itself requires "* *" (one_coeff), also under hybrid.
   check_units();
 
-  const bool under_hybrid = force->pair != this;
-  type_species_.assign(ntypes + 1, -1);
-  int mapped = 0;
-  for (int type = 1; type <= ntypes; type++) {
-    const std::string element = arg[1 + type];
-    if (element == "NULL") {
-      if (!under_hybrid)
-        error->all(FLERR,
-                   "pair_coeff for pair_style otf: atom type {} is NULL, but NULL is only for "
-                   "types left to another style under pair_style hybrid or hybrid/overlay; "
-                   "give every type one of the model's elements ({})",
-                   type, model_elements);
-      continue;
-    }
-    const int species = session_->species_index(element);
-    if (species < 0)
-      error->all(FLERR,
-                 "pair_coeff for pair_style otf: element '{}' (atom type {}) is not in the "
-                 "model '{}', whose elements are: {}",
-                 element, type, model_path_, model_elements);
-    type_species_[type] = species;
-    mapped++;
+  std::string message;
+  try {
+    type_species_ = otf::species_of_types(std::vector<std::string>(arg + 2, arg + narg),
+                                          session_->elements(), model_path_, force->pair != this);
+  } catch (std::exception &e) {
+    message = e.what();
   }
-  if (mapped == 0)
-    error->all(FLERR, "pair_coeff for pair_style otf: every atom type is NULL; map at least one "
-                      "type to an element of the model");
+  if (!message.empty()) error->all(FLERR, "pair_coeff for pair_style otf: {}", message);
 
   for (int i = 1; i <= ntypes; i++)
     for (int j = i; j <= ntypes; j++)

@@ -12,6 +12,7 @@
 #include "pair.h"
 
 #include "md_system_adaptor.h"
+#include "pair_style_keywords.h"
 
 #include <functional>
 #include <memory>
@@ -82,7 +83,7 @@ class PairOTF : public Pair {
   const char *style_label() const { return kokkos_variant_ ? "otf/kk" : "otf"; }
   // otf/kk's `resident` keyword: evaluate with tensors over the views where they live (AUTO: on
   // GPU execution spaces only).
-  enum { RESIDENT_AUTO, RESIDENT_NO, RESIDENT_YES } resident_ = RESIDENT_AUTO;
+  otf::ResidentEvaluation resident_ = otf::ResidentEvaluation::Auto;
   bigint last_evaluation_step_ = -1;
   int last_evaluation_nlocal_ = 0;
   bool blas_checked_ = false;      // the BLAS kernel warning is given once per pair style

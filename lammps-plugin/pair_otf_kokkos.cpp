@@ -132,11 +132,11 @@ template <class DeviceType> void PairOTFKokkos<DeviceType>::init_style()
   if (!placement_error.empty()) error->all(FLERR, "pair_style otf/kk: {}", placement_error);
   // Host views are evaluated in place by pair_style otf's host evaluator (faster on CPUs);
   // `resident yes` runs the GPU path there instead, `resident no` is impossible on a GPU.
-  if (!views_are_host_arrays<DeviceType>() && resident_ == RESIDENT_NO)
+  if (!views_are_host_arrays<DeviceType>() && resident_ == otf::ResidentEvaluation::No)
     error->all(FLERR, "pair_style otf/kk: resident no needs a host execution space; this one "
                       "({}) keeps its views on the device: use resident yes (the default there) "
                       "or pair_style otf/kk/host", kokkos_execution_space_name(on_host));
-  resident_evaluation_ = resident_ == RESIDENT_YES || !views_are_host_arrays<DeviceType>();
+  resident_evaluation_ = resident_ == otf::ResidentEvaluation::Yes || !views_are_host_arrays<DeviceType>();
   if (comm->me == 0)
     utils::logmesg(lmp, "pair_style otf/kk: Kokkos {} space, model on {}, {} evaluation\n",
                    kokkos_execution_space_name(on_host), device,

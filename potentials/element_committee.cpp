@@ -11,22 +11,22 @@
 
 namespace otf {
 
+namespace {
+
+constexpr KeywordTable<Activation, 3> kActivationNames{{
+    {"silu", Activation::SiLU},
+    {"tanh", Activation::Tanh},
+    {"softplus", Activation::Softplus},
+}};
+
+}  // namespace
+
 Activation parse_activation(std::string_view text) {
-  const std::string name = normalized_keyword(text);
-  if (name == "silu") return Activation::SiLU;
-  if (name == "tanh") return Activation::Tanh;
-  if (name == "softplus") return Activation::Softplus;
-  throw std::invalid_argument("unknown activation '" + std::string(text) +
-                              "' (expected one of: silu, tanh, softplus)");
+  return parse_keyword(kActivationNames, text, "activation", "expected one of: silu, tanh, softplus");
 }
 
 std::string to_string(Activation activation) {
-  switch (activation) {
-    case Activation::SiLU: return "silu";
-    case Activation::Tanh: return "tanh";
-    case Activation::Softplus: return "softplus";
-  }
-  return "silu";
+  return keyword_spelling(kActivationNames, activation, "Activation");
 }
 
 namespace {

@@ -13,10 +13,6 @@
 
 namespace otf {
 
-std::string canonical_precision_name(const std::string &text)
-{
-  return to_string(parse_precision(text));
-}
 
 std::string model_bytes_from_path(const std::string &path)
 {
@@ -90,11 +86,11 @@ struct ModelSession::Impl {
   torch::Tensor species_of_type_tensor;
 };
 
-ModelSession::ModelSession(const std::string &model_bytes, const std::string &precision,
+ModelSession::ModelSession(const std::string &model_bytes, Precision precision,
                            int64_t chunk_size)
 {
   EvaluatorOptions options;
-  options.precision = parse_precision(precision);
+  options.precision = precision;
   options.chunk_size = chunk_size;
   impl_ = std::make_unique<Impl>(load_model_from_bytes(model_bytes), options);
 }

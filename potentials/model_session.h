@@ -6,6 +6,7 @@
 #define OTF_POTENTIALS_MODEL_SESSION_H
 
 #include "atomic_system.h"
+#include "precision.h"
 
 #include <cstdint>
 #include <memory>
@@ -16,9 +17,6 @@ namespace otf {
 
 class Potential;
 
-// The canonical name ("float32", "bfloat16", "float16") of a precision keyword, parsed by the
-// engine's one parser (src/precision.h); throws std::invalid_argument listing accepted values.
-std::string canonical_precision_name(const std::string &text);
 
 // The bytes of a model file for `path`: a model file as it is, or a JSON spec file (starting
 // with '{') turned into a fresh untrained model. One rank reads, every rank loads the bytes, so
@@ -59,9 +57,9 @@ struct ResidentArrays {
 
 class ModelSession {
  public:
-  // Loads the model from model-file bytes and builds its evaluator. `precision` is any spelling
-  // canonical_precision_name accepts; `chunk_size` is the number of centre atoms per chunk.
-  ModelSession(const std::string &model_bytes, const std::string &precision, int64_t chunk_size);
+  // Loads the model from model-file bytes and builds its evaluator in `precision`; `chunk_size`
+  // is the number of centre atoms per chunk.
+  ModelSession(const std::string &model_bytes, Precision precision, int64_t chunk_size);
   ~ModelSession();
   ModelSession(const ModelSession &) = delete;
   ModelSession &operator=(const ModelSession &) = delete;

@@ -10,7 +10,7 @@
 #include <mutex>
 #include <utility>
 
-#include "precision.h"
+#include "precision_dtype.h"
 
 namespace otf {
 

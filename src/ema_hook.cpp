@@ -138,22 +138,26 @@ c10::IValue dict_of(const NamedTensors& tensors) {
 
 EmaHook::EmaHook(EmaOptions options) : TrainingUpdateHook(kPriority), options_(std::move(options)) {
   options_.model_key = trimmed(options_.model_key);
-  if (options_.model_key.empty()) {
+  check_options(options_);
+}
+
+void EmaHook::check_options(const EmaOptions& options) {
+  if (trimmed(options.model_key).empty()) {
     throw std::invalid_argument(
         "EmaHook: model_key must name a model (e.g. \"main\"), got an "
         "empty string");
   }
-  if (!(options_.decay >= 0.0 && options_.decay < 1.0)) {
+  if (!(options.decay >= 0.0 && options.decay < 1.0)) {
     throw std::invalid_argument("EmaHook: decay must be in [0, 1), got " +
-                                shortest_decimal(options_.decay));
+                                shortest_decimal(options.decay));
   }
-  if (options_.update_every <= 0) {
+  if (options.update_every <= 0) {
     throw std::invalid_argument("EmaHook: update_every must be > 0, got " +
-                                std::to_string(options_.update_every));
+                                std::to_string(options.update_every));
   }
-  if (options_.start_step < 0) {
+  if (options.start_step < 0) {
     throw std::invalid_argument("EmaHook: start_step must be >= 0, got " +
-                                std::to_string(options_.start_step));
+                                std::to_string(options.start_step));
   }
 }
 

@@ -66,6 +66,8 @@ class EmaHook final : public TrainingUpdateHook, public Checkpointable {
 
   // Throws std::invalid_argument for a field outside its range (see EmaOptions).
   explicit EmaHook(EmaOptions options = {});
+  // The rules the constructor applies, for callers that check settings before building the hook.
+  static void check_options(const EmaOptions& options);
 
   const EmaOptions& options() const { return options_; }
   // Updates applied so far (restored by load()).

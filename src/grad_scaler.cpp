@@ -8,6 +8,8 @@
 #include <ATen/core/List.h>
 #include <torch/utils.h>
 
+#include "keywords.h"
+
 namespace otf {
 namespace {
 
@@ -40,6 +42,12 @@ void require(bool condition, const char* message) {
   if (!condition) {
     throw std::invalid_argument(message);
   }
+}
+
+// PyTorch's own checks of GradScaler.__init__, with its messages.
+void check_pytorch_factors(const GradScalerOptions& options) {
+  require(options.growth_factor > 1.0, kGrowthFactorMessage);
+  require(options.backoff_factor < 1.0, kBackoffFactorMessage);
 }
 
 // One tensor of torch._amp_foreach_non_finite_check_and_unscale_. The kernel reads each element
@@ -144,10 +152,21 @@ GradScaler::GradScaler(GradScalerOptions options)
       growth_interval_(options.growth_interval),
       enabled_(options.enabled) {
   // PyTorch validates only enabled scalers, so a disabled one accepts any factors.
-  if (enabled_) {
-    require(growth_factor_ > 1.0, kGrowthFactorMessage);
-    require(backoff_factor_ < 1.0, kBackoffFactorMessage);
-  }
+  if (enabled_) check_pytorch_factors(options);
+}
+
+void check_grad_scaler_options(const GradScalerOptions& options) {
+  if (!options.enabled) return;
+  check_pytorch_factors(options);
+  if (!(std::isfinite(options.init_scale) && options.init_scale > 0.0))
+    throw std::invalid_argument("GradScaler: init_scale must be finite and > 0, got " +
+                                format_number(options.init_scale));
+  if (!(options.backoff_factor > 0.0))
+    throw std::invalid_argument("GradScaler: backoff_factor must be in (0, 1), got " +
+                                format_number(options.backoff_factor));
+  if (options.growth_interval < 1)
+    throw std::invalid_argument("GradScaler: growth_interval must be >= 1, got " +
+                                std::to_string(options.growth_interval));
 }
 
 void GradScaler::lazy_init_scale_and_growth_tracker(const c10::Device& device) {

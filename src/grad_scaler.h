@@ -14,17 +14,9 @@
 #include <torch/serialize/archive.h>
 #include <torch/types.h>
 
-namespace otf {
+#include "grad_scaler_options.h"
 
-// Defaults are PyTorch's: GradScaler(init_scale=2.**16, growth_factor=2.0, backoff_factor=0.5,
-// growth_interval=2000, enabled=True).
-struct GradScalerOptions {
-  double init_scale = 65536.0;
-  double growth_factor = 2.0;
-  double backoff_factor = 0.5;
-  int64_t growth_interval = 2000;
-  bool enabled = true;
-};
+namespace otf {
 
 // What PyTorch's GradScaler.state_dict() holds (keys "scale", "growth_factor", "backoff_factor",
 // "growth_interval", "_growth_tracker").

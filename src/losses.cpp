@@ -17,7 +17,7 @@
 namespace otf {
 namespace {
 
-constexpr std::array<std::pair<std::string_view, LossKind>, 2> kNames{{
+constexpr KeywordTable<LossKind, 2> kNames{{
     {"mse", LossKind::MSE},
     {"huber", LossKind::Huber},
 }};
@@ -76,20 +76,10 @@ torch::Tensor finish(const LossSum& partial, const std::optional<double>& normal
 }  // namespace
 
 LossKind parse_loss_kind(std::string_view text) {
-  const std::string name = normalized_keyword(text);
-  for (const auto& [spelling, kind] : kNames) {
-    if (name == spelling) return kind;
-  }
-  throw std::invalid_argument("unknown loss '" + std::string(text) +
-                              "' (accepted: mse, huber; any case)");
+  return parse_keyword(kNames, text, "loss", "accepted: mse, huber; any case");
 }
 
-std::string to_string(LossKind kind) {
-  for (const auto& [spelling, candidate] : kNames) {
-    if (candidate == kind) return std::string(spelling);
-  }
-  throw std::invalid_argument("invalid LossKind value " + std::to_string(static_cast<int>(kind)));
-}
+std::string to_string(LossKind kind) { return keyword_spelling(kNames, kind, "LossKind"); }
 
 std::ostream& operator<<(std::ostream& out, LossKind kind) { return out << to_string(kind); }
 

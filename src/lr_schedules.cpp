@@ -15,7 +15,7 @@
 namespace otf {
 namespace {
 
-constexpr std::array<std::pair<std::string_view, LRScheduleKind>, 5> kNames{{
+constexpr KeywordTable<LRScheduleKind, 5> kNames{{
     {"none", LRScheduleKind::None},
     {"step", LRScheduleKind::Step},
     {"exponential", LRScheduleKind::Exponential},
@@ -178,20 +178,12 @@ double worst_metric(PlateauOptions::Mode mode) {
 }  // namespace
 
 LRScheduleKind parse_lr_schedule_kind(std::string_view text) {
-  const std::string name = normalized_keyword(text);
-  for (const auto& [spelling, kind] : kNames) {
-    if (name == spelling) return kind;
-  }
-  throw std::invalid_argument("unknown learning-rate schedule '" + std::string(text) +
-                              "' (accepted: none, step, exponential, cosine, plateau; any case)");
+  return parse_keyword(kNames, text, "learning-rate schedule",
+                       "accepted: none, step, exponential, cosine, plateau; any case");
 }
 
 std::string to_string(LRScheduleKind kind) {
-  for (const auto& [spelling, candidate] : kNames) {
-    if (candidate == kind) return std::string(spelling);
-  }
-  throw std::invalid_argument("invalid LRScheduleKind value " +
-                              std::to_string(static_cast<int>(kind)));
+  return keyword_spelling(kNames, kind, "LRScheduleKind");
 }
 
 std::ostream& operator<<(std::ostream& out, LRScheduleKind kind) { return out << to_string(kind); }
@@ -486,6 +478,68 @@ std::unique_ptr<LRScheduler> make_lr_scheduler(LRScheduleKind kind,
   }
   throw std::invalid_argument("invalid LRScheduleKind value " +
                               std::to_string(static_cast<int>(kind)));
+}
+
+namespace {
+
+bool is_whole_number(double value, double least) {
+  return value >= least && value == std::floor(value) && value < 9.0e15;
+}
+
+}  // namespace
+
+LRScheduleSettings lr_schedule_settings_from_values(LRScheduleKind kind,
+                                                    const std::vector<double>& values) {
+  auto expect = [&values](std::size_t least, std::size_t most, const std::string& usage) {
+    if (values.size() < least || values.size() > most)
+      throw std::invalid_argument("lr_schedule " + usage + " (got " +
+                                  std::to_string(values.size()) + " value(s))");
+  };
+  auto whole = [](double value, const std::string& what) {
+    if (!is_whole_number(value, 1.0))
+      throw std::invalid_argument("lr_schedule: " + what + " must be a whole number >= 1");
+    return static_cast<int64_t>(value);
+  };
+  LRScheduleSettings settings;
+  switch (kind) {
+    case LRScheduleKind::None:
+      expect(0, 0, "none takes no values");
+      break;
+    case LRScheduleKind::Step:
+      expect(2, 2, "step needs <steps> <gamma>");
+      settings.step_size = whole(values[0], "the step schedule's <steps>");
+      settings.gamma = values[1];
+      break;
+    case LRScheduleKind::Exponential:
+      expect(1, 1, "exponential needs <gamma>");
+      settings.gamma = values[0];
+      break;
+    case LRScheduleKind::Cosine:
+      expect(1, 2, "cosine needs <steps> [<lr_min>]");
+      settings.t_max = whole(values[0], "the cosine schedule's <steps>");
+      if (values.size() > 1) settings.eta_min = values[1];
+      break;
+    case LRScheduleKind::Plateau: {
+      expect(2, 3, "plateau needs <factor> <patience> [<lr_min>]");
+      PlateauOptions plateau;
+      plateau.factor = values[0];
+      if (!is_whole_number(values[1], 0.0))
+        throw std::invalid_argument("lr_schedule: the plateau schedule's <patience> must be a "
+                                    "whole number >= 0");
+      plateau.patience = static_cast<int64_t>(values[1]);
+      if (values.size() > 2) plateau.min_lr = values[2];
+      settings.plateau = plateau;
+      break;
+    }
+  }
+  return settings;
+}
+
+void check_lr_schedule(LRScheduleKind kind, const LRScheduleSettings& settings) {
+  // The schedules check their values when they are built: build one on a throwaway optimizer.
+  torch::Tensor probe = torch::zeros({1}, torch::requires_grad());
+  torch::optim::SGD probe_optimizer({probe}, torch::optim::SGDOptions(1.0));
+  make_lr_scheduler(kind, probe_optimizer, settings);
 }
 
 }  // namespace otf

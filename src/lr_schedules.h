@@ -13,18 +13,11 @@
 #include <string_view>
 #include <vector>
 
+#include "lr_schedule_settings.h"
 #include "lr_scheduler.h"
 
 namespace otf {
 
-enum class LRScheduleKind { None, Step, Exponential, Cosine, Plateau };
-
-// Accepts "none", "step", "exponential", "cosine", "plateau" in any letter case with surrounding
-// whitespace; throws std::invalid_argument naming the bad value and listing the accepted ones.
-LRScheduleKind parse_lr_schedule_kind(std::string_view text);
-// The canonical keyword: parse_lr_schedule_kind(to_string(k)) == k.
-std::string to_string(LRScheduleKind kind);
-std::ostream& operator<<(std::ostream& out, LRScheduleKind kind);
 
 // A schedule that is a function of the number of executed optimizer steps. The learning rate of
 // parameter group g after n calls to step() is lr_at(base_lr[g], n), where base_lr[g] is the
@@ -144,23 +137,6 @@ class CosineAnnealingLR final : public TimeBasedLRSchedule {
   double eta_min_;
 };
 
-// PyTorch's ReduceLROnPlateau options, with its defaults.
-struct PlateauOptions {
-  enum class Mode { Min, Max };  // is a smaller or a larger metric better
-  enum class ThresholdMode { Relative, Absolute };
-  Mode mode = Mode::Min;
-  double factor = 0.1;    // new_lr = max(lr * factor, min_lr)
-  int64_t patience = 10;  // non-improving metrics tolerated; the next one reduces
-  double threshold = 1e-4;
-  ThresholdMode threshold_mode = ThresholdMode::Relative;
-  int64_t cooldown = 0;  // metrics ignored after a reduction
-  double min_lr = 0.0;   // for every group
-  double eps = 1e-8;     // reductions of eps or less are skipped
-
-  friend bool operator==(const PlateauOptions& a, const PlateauOptions& b);
-  friend bool operator!=(const PlateauOptions& a, const PlateauOptions& b) { return !(a == b); }
-};
-
 // PyTorch's ReduceLROnPlateau, step for step: a metric is better than the best so far if
 // (min, relative) metric < best * (1 - threshold), (min, absolute) metric < best - threshold,
 // (max, relative) metric > best * (1 + threshold), (max, absolute) metric > best + threshold.
@@ -207,13 +183,6 @@ class ReduceLROnPlateau final : public LRScheduler {
 
 // What make_lr_scheduler needs for each kind. A setting the chosen kind does not use must stay
 // unset, so that a misplaced keyword is reported rather than ignored.
-struct LRScheduleSettings {
-  std::optional<int64_t> step_size;       // step: required
-  std::optional<double> gamma;            // step: default 0.1 (PyTorch); exponential: required
-  std::optional<int64_t> t_max;           // cosine: required, in optimizer steps
-  std::optional<double> eta_min;          // cosine: default 0
-  std::optional<PlateauOptions> plateau;  // plateau: default PlateauOptions{}
-};
 
 // Builds the schedule for `kind` over `optimizer`, which must outlive it. `none` gives a
 // ConstantLR, so callers never hold a null schedule. Throws std::invalid_argument naming a

@@ -35,15 +35,8 @@ Precision hook_precision_from_dtype(c10::ScalarType dtype) {
 }
 
 GradScalerOptions validated(GradScalerOptions options) {
-  // GradScaler's constructor checks growth and backoff; fail at construction, not at the first
-  // float16 batch.
-  GradScaler check(options);
-  if (options.growth_interval <= 0) {
-    throw std::invalid_argument(
-        "MixedPrecisionHook: GradScaler growth_interval must be positive, "
-        "got " +
-        std::to_string(options.growth_interval));
-  }
+  // Fail at construction, not at the first float16 batch.
+  check_grad_scaler_options(options);
   return options;
 }
 

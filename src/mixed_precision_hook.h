@@ -14,7 +14,7 @@
 #include "autocast_region.h"
 #include "grad_scaler.h"
 #include "hook.h"
-#include "precision.h"
+#include "precision_dtype.h"
 #include "training_update_hook.h"
 
 namespace otf {

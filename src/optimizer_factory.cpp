@@ -13,7 +13,7 @@
 namespace otf {
 namespace {
 
-constexpr std::array<std::pair<std::string_view, OptimizerKind>, 3> kNames{{
+constexpr KeywordTable<OptimizerKind, 3> kNames{{
     {"adam", OptimizerKind::Adam},
     {"adamw", OptimizerKind::AdamW},
     {"sgd", OptimizerKind::SGD},
@@ -90,21 +90,10 @@ void check_values(OptimizerKind kind, const OptimizerSettings& settings) {
 }  // namespace
 
 OptimizerKind parse_optimizer_kind(std::string_view text) {
-  const std::string name = normalized_keyword(text);
-  for (const auto& [spelling, kind] : kNames) {
-    if (name == spelling) return kind;
-  }
-  throw std::invalid_argument("unknown optimizer '" + std::string(text) +
-                              "' (accepted: adam, adamw, sgd; any case)");
+  return parse_keyword(kNames, text, "optimizer", "accepted: adam, adamw, sgd; any case");
 }
 
-std::string to_string(OptimizerKind kind) {
-  for (const auto& [spelling, candidate] : kNames) {
-    if (candidate == kind) return std::string(spelling);
-  }
-  throw std::invalid_argument("invalid OptimizerKind value " +
-                              std::to_string(static_cast<int>(kind)));
-}
+std::string to_string(OptimizerKind kind) { return keyword_spelling(kNames, kind, "OptimizerKind"); }
 
 std::ostream& operator<<(std::ostream& out, OptimizerKind kind) { return out << to_string(kind); }
 

@@ -13,16 +13,10 @@
 #include <tuple>
 #include <vector>
 
+#include "optimizer_kind.h"
+
 namespace otf {
 
-enum class OptimizerKind { Adam, AdamW, SGD };
-
-// Accepts "adam", "adamw", "sgd" in any letter case with surrounding whitespace; throws
-// std::invalid_argument naming the bad value and listing the accepted ones.
-OptimizerKind parse_optimizer_kind(std::string_view text);
-// The canonical lower-case name: parse_optimizer_kind(to_string(k)) == k.
-std::string to_string(OptimizerKind kind);
-std::ostream& operator<<(std::ostream& out, OptimizerKind kind);
 
 // Defaults are LibTorch 1.13's (torch/optim/adam.h, adamw.h, sgd.h), which are PyTorch's.
 // A setting the chosen kind does not use must stay at its default: make_optimizer rejects e.g.

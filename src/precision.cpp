@@ -1,4 +1,4 @@
-#include "precision.h"
+#include "precision_dtype.h"
 
 #include "keywords.h"
 
@@ -16,7 +16,7 @@ constexpr std::string_view kAcceptedSpellings =
     "prefix; any case";
 
 // Canonical names first, then the aliases (docs/design.md §7.1).
-constexpr std::array<std::pair<std::string_view, Precision>, 6> kSpellings{{
+constexpr KeywordTable<Precision, 6> kSpellings{{
     {"float32", Precision::Float32},
     {"bfloat16", Precision::BFloat16},
     {"float16", Precision::Float16},
@@ -32,9 +32,8 @@ Precision parse_precision(std::string_view text) {
   std::string_view name = lowered;
   constexpr std::string_view kTorchPrefix = "torch.";
   if (name.substr(0, kTorchPrefix.size()) == kTorchPrefix) name.remove_prefix(kTorchPrefix.size());
-  for (const auto& [spelling, precision] : kSpellings) {
-    if (name == spelling) return precision;
-  }
+  for (const auto& entry : kSpellings)
+    if (name == entry.spelling) return entry.value;
   throw std::invalid_argument("unknown precision '" + std::string(text) + "' (" +
                               std::string(kAcceptedSpellings) + ")");
 }
@@ -65,16 +64,7 @@ Precision precision_from_dtype(caffe2::TypeMeta dtype) {
 }
 
 std::string to_string(Precision precision) {
-  switch (precision) {
-    case Precision::Float32:
-      return "float32";
-    case Precision::BFloat16:
-      return "bfloat16";
-    case Precision::Float16:
-      return "float16";
-  }
-  throw std::invalid_argument("invalid otf::Precision value " +
-                              std::to_string(static_cast<int>(precision)));
+  return keyword_spelling(kSpellings, precision, "otf::Precision");
 }
 
 std::ostream& operator<<(std::ostream& out, Precision precision) {

@@ -1,10 +1,8 @@
 // The training precision of an OTF-Torch run (float32, bfloat16 or float16) and the one parser
 // every caller uses for it: the LAMMPS fix and pair style, the engine and model files all accept
-// the same spellings and reject everything else with the same message.
+// the same spellings and reject everything else with the same message. Free of LibTorch (the
+// settings the LAMMPS styles hold carry it); the mapping to torch dtypes is precision_dtype.h.
 #pragma once
-
-#include <c10/core/ScalarType.h>
-#include <c10/util/typeid.h>
 
 #include <iosfwd>
 #include <string>
@@ -28,16 +26,9 @@ enum class Precision { Float32, BFloat16, Float16 };
 // bad value and listing what is accepted.
 Precision parse_precision(std::string_view text);
 
-// torch.float32 / torch.bfloat16 / torch.float16 and nothing else; throws std::invalid_argument
-// for any other dtype (Double, Int, ...) naming it.
-Precision precision_from_dtype(c10::ScalarType dtype);
-Precision precision_from_dtype(caffe2::TypeMeta dtype);
-
 // The canonical name ("float32", "bfloat16", "float16"); parse_precision(to_string(p)) == p.
 std::string to_string(Precision precision);
 std::ostream& operator<<(std::ostream& out, Precision precision);
-
-c10::ScalarType to_scalar_type(Precision precision);
 
 // Only float16 needs loss scaling: its smallest normal value is 6.1e-5 and its largest 65504,
 // whereas bfloat16 shares float32's exponent range (docs/design.md §7.8, pitfall 6).

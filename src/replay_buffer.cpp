@@ -18,7 +18,7 @@
 namespace otf {
 namespace {
 
-constexpr std::array<std::pair<std::string_view, EvictionPolicy>, 2> kPolicyNames{{
+constexpr KeywordTable<EvictionPolicy, 2> kPolicyNames{{
     {"oldest", EvictionPolicy::Oldest},
     {"reservoir", EvictionPolicy::Reservoir},
 }};
@@ -31,19 +31,6 @@ void require_option(bool condition, const std::string& message) {
   if (!condition) throw std::invalid_argument("replay buffer: " + message);
 }
 
-void check_options(const ReplayBufferOptions& options) {
-  require_option(options.capacity_frames >= 1,
-                 "capacity_frames must be >= 1, got " + std::to_string(options.capacity_frames));
-  require_option(options.capacity_bytes >= 0, "capacity_bytes must be >= 0 (0 = no limit), got " +
-                                                  std::to_string(options.capacity_bytes));
-  require_option(
-      std::isfinite(options.validation_fraction) && options.validation_fraction >= 0.0 &&
-          options.validation_fraction <= 0.5,
-      "validation_fraction must be in [0, 0.5], got " + format_number(options.validation_fraction));
-  require_option(
-      options.eviction == EvictionPolicy::Oldest || options.eviction == EvictionPolicy::Reservoir,
-      "invalid eviction policy value " + std::to_string(static_cast<int>(options.eviction)));
-}
 
 int64_t validation_capacity(const ReplayBufferOptions& options) {
   if (options.validation_fraction <= 0.0) return 0;
@@ -108,21 +95,26 @@ TrainingBatch read_frame(torch::serialize::InputArchive& archive, const std::str
 
 }  // namespace
 
+void check_replay_buffer_options(const ReplayBufferOptions& options) {
+  require_option(options.capacity_frames >= 1,
+                 "capacity_frames must be >= 1, got " + std::to_string(options.capacity_frames));
+  require_option(options.capacity_bytes >= 0, "capacity_bytes must be >= 0 (0 = no limit), got " +
+                                                  std::to_string(options.capacity_bytes));
+  require_option(
+      std::isfinite(options.validation_fraction) && options.validation_fraction >= 0.0 &&
+          options.validation_fraction <= 0.5,
+      "validation_fraction must be in [0, 0.5], got " + format_number(options.validation_fraction));
+  require_option(
+      options.eviction == EvictionPolicy::Oldest || options.eviction == EvictionPolicy::Reservoir,
+      "invalid eviction policy value " + std::to_string(static_cast<int>(options.eviction)));
+}
+
 EvictionPolicy parse_eviction_policy(std::string_view text) {
-  const std::string name = normalized_keyword(text);
-  for (const auto& [spelling, policy] : kPolicyNames) {
-    if (name == spelling) return policy;
-  }
-  throw std::invalid_argument("unknown eviction policy '" + std::string(text) +
-                              "' (accepted: oldest, reservoir; any case)");
+  return parse_keyword(kPolicyNames, text, "eviction policy", "accepted: oldest, reservoir; any case");
 }
 
 std::string to_string(EvictionPolicy policy) {
-  for (const auto& [spelling, candidate] : kPolicyNames) {
-    if (candidate == policy) return std::string(spelling);
-  }
-  throw std::invalid_argument("invalid EvictionPolicy value " +
-                              std::to_string(static_cast<int>(policy)));
+  return keyword_spelling(kPolicyNames, policy, "EvictionPolicy");
 }
 
 std::ostream& operator<<(std::ostream& out, EvictionPolicy policy) {
@@ -144,7 +136,7 @@ std::string to_string(FrameDestination destination) {
 
 ReplayBuffer::ReplayBuffer(ReplayBufferOptions options)
     : options_(options), generator_(options.seed) {
-  check_options(options_);
+  check_replay_buffer_options(options_);
   training_.name = "training";
   training_.capacity_frames = options_.capacity_frames;
   validation_.name = "validation";

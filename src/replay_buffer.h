@@ -42,6 +42,10 @@ struct ReplayBufferOptions {
   uint64_t seed = 0;
 };
 
+// Throws std::invalid_argument naming the bad option and its accepted range (the buffer's own
+// rules; its constructor applies them).
+void check_replay_buffer_options(const ReplayBufferOptions& options);
+
 // Where add() put a frame.
 enum class FrameDestination { Training, Validation, Dropped };
 std::string to_string(FrameDestination destination);  // "training", "validation", "dropped"

@@ -12,6 +12,7 @@
 
 #include "client_process.h"
 #include "frame_gather.h"
+#include "keywords.h"
 #include "rank_agreement.h"
 
 namespace otf {
@@ -33,11 +34,21 @@ void patient_broadcast(void* buffer, int count, MPI_Datatype type, MPI_Comm worl
 
 }  // namespace
 
+void check_ipi_reference_settings(const IpiReferenceSettings& settings) {
+  require_real_in("connect_timeout", settings.connect_timeout, 0.0, 1e7, true);
+  require_real_in("timeout", settings.call_timeout, 0.0, 1e7, true);
+  require_integer_in("retries", settings.retries, 0, 1000);
+  if (!settings.not_converged_text.empty() && settings.client_log.empty())
+    throw std::invalid_argument("not_converged needs client_log <file>: the text is looked for in "
+                                "what the client writes there");
+}
+
 IpiReference::IpiReference(IpiReferenceSettings settings, MPI_Comm world)
     : settings_(std::move(settings)),
       world_(world),
       address_(settings_.address),
       log_convergence_(settings_.client_log, settings_.not_converged_text) {
+  check_ipi_reference_settings(settings_);
   MPI_Comm_rank(world_, &rank_);
   const std::string failure = first_failure_on_any_rank(world_, [&] {
     if (rank_ != 0) return;

@@ -40,10 +40,15 @@ struct IpiReferenceSettings {
   std::function<void(const std::string&)> warn;
 };
 
+// The rules of the settings (timeouts, retries, not_converged needs client_log), named by the
+// fix otf/train keywords; the constructor applies them. Throws std::invalid_argument.
+void check_ipi_reference_settings(const IpiReferenceSettings& settings);
+
 class IpiReference : public Reference {
  public:
-  // Collective: rank 0 listens on the address and starts the client. Throws std::runtime_error
-  // (the same on every rank) when the address cannot be used or the client cannot start.
+  // Collective: rank 0 listens on the address and starts the client. Throws std::invalid_argument
+  // for settings check_ipi_reference_settings rejects, std::runtime_error (the same on every
+  // rank) when the address cannot be used or the client cannot start.
   IpiReference(IpiReferenceSettings settings, MPI_Comm world);
   // Sends EXIT to the client and stops a client this side started.
   ~IpiReference() override;

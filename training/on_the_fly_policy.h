@@ -1,16 +1,21 @@
 // Who drives the MD and when the reference is asked for a label: the on-the-fly (active-learning)
-// policy of fix otf/train as a small state machine (docs/design.md §9). It sees only step numbers,
-// the validation force error and the committee's force uncertainty; it never touches atoms, the
-// model or the reference, so it is tested on its own (tests/training/test_on_the_fly_policy.cpp).
+// policy of fix otf/train as a small state machine (docs/design.md §9). It sees only step numbers
+// and what the trainer measured; under drive auto its criterion (drive_criterion.h) judges. It
+// never touches atoms, the model or the reference, so it is tested on its own
+// (tests/training/test_on_the_fly_policy.cpp).
 #pragma once
 
 #include <cstdint>
+#include <memory>
+#include <optional>
 #include <string>
+
+#include "drive_criterion.h"
 
 namespace otf {
 
 enum class DriveMode { Reference, Model, Auto };
-// "reference" | "model" | "auto"; throws std::invalid_argument listing them.
+// "reference" | "model" | "auto", any case; throws std::invalid_argument listing them.
 DriveMode parse_drive_mode(const std::string& text);
 std::string to_string(DriveMode mode);
 
@@ -20,8 +25,8 @@ struct PolicySettings {
   // fixed modes.
   int64_t label_every = 10;
   // drive auto: while the model drives, the uncertainty is checked every check_every steps
-  // (0: label_every).
-  int64_t check_every = 0;
+  // (unset: label_every).
+  std::optional<int64_t> check_every;
   // drive auto: the model takes over at a labelled step once the validation force RMSE is below
   // hand_over_force_rmse and the largest force uncertainty below label_uncertainty; while it
   // drives, a checked configuration above label_uncertainty is labelled, and above
@@ -40,13 +45,14 @@ struct PolicySettings {
   double target_energy_error = 0.0;
   int64_t min_labels = 5;
   double take_over_factor = 4.0;
+  // Set by set_default_accuracy: the input named no accuracy, these are the unit style's default.
+  std::string default_accuracy_units;
 
-  bool by_accuracy() const { return target_force_error > 0.0; }
-  // Half way to a take-over, so that a hand-over is not followed by a take-over at once.
-  double hand_over_factor() const { return 0.5 * take_over_factor; }
+  bool by_accuracy() const { return target_force_error != 0.0 || target_energy_error != 0.0; }
 };
 
-// Throws std::invalid_argument naming the setting that is out of range.
+// The policy's rules, each stated once: ranges named by the fix otf/train keyword, and which
+// settings go together. Throws std::invalid_argument.
 void check_policy_settings(const PolicySettings& settings);
 
 // drive auto's accuracy when the input names neither accuracy nor thresholds: 0.05 eV/Angstrom
@@ -77,47 +83,22 @@ struct StepPlan {
   bool check = false;
 };
 
-// What the trainer knows after learning a label (drive auto).
-struct LabelAssessment {
-  bool validated = false;
-  double validation_force_rmse = 0.0;
-  double max_uncertainty = 0.0;
-  // Accuracy mode: the committee mean's errors on this label, predicted before it was learned
-  // (negative: not measured, e.g. before the model was first trained), and how many labels have
-  // been measured so (the calibration samples).
-  double label_force_error = -1.0;
-  double label_energy_error = -1.0;
-  int64_t calibration_samples = 0;
-};
-
-// What a label asks of the policy.
-enum class LabelDecision { None, ModelDrives, ReferenceDrives };
-
-struct CheckOutcome {
-  bool label = false;                  // uncertainty above label_uncertainty
-  bool reference_takes_over = false;   // above take_over_uncertainty: the reference drives now
-};
-
 class OnTheFlyPolicy {
  public:
   explicit OnTheFlyPolicy(PolicySettings settings);
 
   // Counts the step and plans it. A step is labelled or checked at most once.
   StepPlan plan_step(int64_t step);
-  // After training on a labelled step: under drive auto, hands the MD to the model when both
-  // criteria hold. Returns true when it did.
-  bool after_label(bool validated, double validation_force_rmse, double max_uncertainty);
-  // The same for both kinds of drive auto; in accuracy mode a label the model got badly wrong
-  // while it drove gives the MD back to the reference (ReferenceDrives).
+  // After a label under drive auto (when the criterion judges it): the model takes over, or gives
+  // the MD back to the reference, as the criterion decides. Other modes: None.
   LabelDecision after_label(const LabelAssessment& assessment);
-  // After measuring the uncertainty on a checked step; a label it asks for is counted and marks
-  // the step labelled. With reference_takes_over, the reference drives from this step on (its
-  // label's forces move the atoms).
-  CheckOutcome after_check(int64_t step, double max_uncertainty);
-  // Accuracy mode: the same with the calibrated errors of the checked configuration.
-  CheckOutcome after_check_by_accuracy(int64_t step, double predicted_force_error,
-                                       double predicted_energy_error);
+  // After measuring the committee on a checked step (drive auto, the model driving): a label it
+  // asks for is counted and marks the step labelled. With reference_takes_over, the reference
+  // drives from this step on (its label's forces move the atoms).
+  CheckOutcome after_check(int64_t step, const DriveMeasurement& measurement);
 
+  // drive auto's criterion; null in the fixed modes.
+  const DriveCriterion* criterion() const { return criterion_.get(); }
   bool reference_drives() const { return state_.reference_drives; }
   const PolicySettings& settings() const { return settings_; }
   const PolicyState& state() const { return state_; }
@@ -127,6 +108,7 @@ class OnTheFlyPolicy {
 
  private:
   PolicySettings settings_;
+  std::shared_ptr<const DriveCriterion> criterion_;
   PolicyState state_;
 };
 

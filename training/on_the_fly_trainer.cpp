@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "frame_gather.h"
+#include "keywords.h"
 #include "frame_intake.h"
 #include "label_journal.h"
 #include "learning_log.h"
@@ -19,6 +20,8 @@
 #include "precision.h"
 #include "rank_agreement.h"
 #include "statistics_phase.h"
+#include "trainer_narration.h"
+#include "warm_start.h"
 
 namespace otf {
 namespace {
@@ -46,8 +49,27 @@ std::string formatted(const char* format, double a, double b, double c, double d
 }  // namespace
 
 template <typename Body> void OnTheFlyTrainer::agreed(const std::string& what, Body&& body) {
-  const std::string failure = first_failure_on_any_rank(world_, std::forward<Body>(body));
-  if (!failure.empty()) throw TrainingError(what + ": " + failure);
+  agreed_or_throw(world_, what, std::forward<Body>(body));
+}
+
+void check_trainer_fields(const TrainerSettings& s) {
+  require_integer_in("save_every", s.save_every, 0, 1000000000000000000LL);
+  if (s.save_every > 0 && s.save_path.empty())
+    throw std::invalid_argument("save_every needs a file: save <path>");
+  require_integer_in("max_skips", s.max_skipped_in_row, 0, INT_MAX);
+  require_integer_in("max_calls", s.max_reference_calls, 0, 1000000000000LL);
+  require_integer_in("label_steps", s.label_steps, 0, 1000000);
+  require_integer_in("calibration_window", s.calibration_window, 1, 1000000);
+  require_real_in("outlier_factor", s.outlier_factor, 0.0, 1e30);
+  if (s.outlier_factor > 0.0 && s.outlier_factor < 2.0)
+    throw std::invalid_argument("outlier_factor must be 0 (off) or at least 2, got " +
+                                format_number(s.outlier_factor));
+}
+
+void check_trainer_settings(const TrainerSettings& settings) {
+  check_trainer_fields(settings);
+  check_policy_settings(settings.policy);
+  check_session_settings(settings.session);
 }
 
 OnTheFlyTrainer::OnTheFlyTrainer(std::shared_ptr<Potential> potential,
@@ -61,19 +83,28 @@ OnTheFlyTrainer::OnTheFlyTrainer(std::shared_ptr<Potential> potential,
     calibration_(settings.calibration_window) {
   MPI_Comm_rank(world_, &rank_);
   MPI_Comm_size(world_, &ranks_);
-  if (settings_.save_every > 0 && settings_.save_path.empty())
-    throw TrainingError("save_every needs a file: save <path>");
+  try {
+    check_trainer_fields(settings_);
+  } catch (const std::invalid_argument& e) {
+    throw TrainingError(e.what());
+  }
   agreed("cannot set up training", [&] {
     session_ = std::make_unique<TrainingSession>(std::move(potential), settings_.session, world_);
   });
-  if (by_accuracy() && session_->potential()->committee_size() < 2)
-    throw TrainingError("drive auto accuracy needs a committee of at least 2 members (the "
-                        "model spec's committee_size): their spread is what predicts the error");
-  if (settings_.label_steps < 0) throw TrainingError("label_steps must be >= 0");
+  if (const DriveCriterion* criterion = policy_.criterion()) {
+    try {
+      criterion->check_committee_size(session_->potential()->committee_size());
+    } catch (const std::invalid_argument& e) {
+      throw TrainingError(e.what());
+    }
+  }
   if (!settings_.journal_path.empty())
     agreed("cannot open the label journal", [&] {
       if (rank_ == 0) journal_ = std::make_unique<LabelJournalWriter>(settings_.journal_path);
     });
+  if (rank_ == 0 && messages_.log)
+    messages_.log(trainer_settings_line(settings_, policy_.criterion(), reference_.description(),
+                                        session_->potential()->cutoff(), session_->device_name()));
 }
 
 OnTheFlyTrainer::~OnTheFlyTrainer() = default;
@@ -92,7 +123,9 @@ void OnTheFlyTrainer::on_step(int64_t step, MdFrameSource& md) {
           messages_.log("warm_start skipped: the replay buffer and training state come from the "
                         "restart file");
       } else {
-        warm_start();
+        const std::string line =
+            warm_start(*session_, settings_.warm_start_paths, settings_.unit_style, world_);
+        if (rank_ == 0 && messages_.log) messages_.log(line);
       }
     }
   }
@@ -102,43 +135,33 @@ void OnTheFlyTrainer::on_step(int64_t step, MdFrameSource& md) {
     // setup() repeats the call of a step already seen: counted and journalled once.
     ask_reference(step, md, ReferenceUse::Drive, !plan.repeated_step, false, label);
   }
+  const DriveCriterion* criterion = policy_.criterion();
+  const bool compares = compares_prediction();
   if (plan.label) {
     const FramePart frame = md.describe_frame();
-    // The journal keeps the committee's uncertainty from before the label is learned; the
-    // calibration compares the prediction from before it with the answer.
-    const bool measure_first = journal_enabled() || by_accuracy();
-    if (measure_first) measure_uncertainty(frame, md, by_accuracy());
+    // The journal keeps the committee's uncertainty from before the label is learned; a criterion
+    // that calibrates compares the prediction from before it with the answer.
+    const bool measure_first = journal_enabled() || compares;
+    if (measure_first) measure_uncertainty(frame, md, compares);
     const bool labelled = label_and_train(step, frame, md, measure_first);
-    // Accuracy mode keeps what was predicted before the label for the log and the per-atom output.
-    if (!by_accuracy()) measure_uncertainty(frame, md);
+    // A calibrating criterion keeps what was predicted before the label for the log and the
+    // per-atom output.
+    if (!compares) measure_uncertainty(frame, md);
     log_row(step, labelled ? "label" : "label_skipped");
-    if (labelled || !by_accuracy()) assess_label(step);
+    if (criterion && criterion->judges_label(false, labelled)) assess_label(step);
   }
   if (plan.check) {
     const FramePart frame = md.describe_frame();
-    measure_uncertainty(frame, md, by_accuracy());
-    const CheckOutcome outcome =
-        by_accuracy() ? policy_.after_check_by_accuracy(step, counters_.predicted_force_error,
-                                                        counters_.predicted_energy_error)
-                      : policy_.after_check(step, counters_.max_uncertainty);
+    measure_uncertainty(frame, md, compares);
+    const DriveMeasurement measured = measurement();
+    const CheckOutcome outcome = policy_.after_check(step, measured);
     if (outcome.reference_takes_over && rank_ == 0 && messages_.log)
-      messages_.log(
-          "step " + std::to_string(step) +
-          (by_accuracy()
-               ? formatted(": predicted force error %.4g > %.4g (take_over x accuracy): the "
-                           "reference drives until the model is good enough again",
-                           counters_.predicted_force_error,
-                           settings_.policy.take_over_factor * settings_.policy.target_force_error,
-                           0.0, 0.0)
-               : formatted(": force uncertainty %.4g > %.4g: the reference drives until the "
-                           "model is good enough again",
-                           counters_.max_uncertainty, settings_.policy.take_over_uncertainty, 0.0,
-                           0.0)));
+      messages_.log("step " + std::to_string(step) + ": " + criterion->explain_take_over(measured));
     log_row(step, "check");
     if (outcome.label) {
       const bool labelled = label_and_train(step, frame, md, true);
       log_row(step, labelled ? "label" : "label_skipped");
-      if (labelled && by_accuracy()) assess_label(step);
+      if (criterion->judges_label(true, labelled)) assess_label(step);
     }
   }
   if (settings_.save_every > 0 && step % settings_.save_every == 0 &&
@@ -146,8 +169,17 @@ void OnTheFlyTrainer::on_step(int64_t step, MdFrameSource& md) {
     save_model(step, "save_every");
 }
 
-bool OnTheFlyTrainer::by_accuracy() const {
-  return settings_.policy.mode == DriveMode::Auto && settings_.policy.by_accuracy();
+bool OnTheFlyTrainer::compares_prediction() const {
+  const DriveCriterion* criterion = policy_.criterion();
+  return criterion != nullptr && criterion->compares_prediction_with_label();
+}
+
+DriveMeasurement OnTheFlyTrainer::measurement() const {
+  DriveMeasurement measured;
+  measured.max_force_spread = counters_.max_uncertainty;
+  measured.predicted_force_error = counters_.predicted_force_error;
+  measured.predicted_energy_error = counters_.predicted_energy_error;
+  return measured;
 }
 
 void OnTheFlyTrainer::assess_label(int64_t step) {
@@ -161,44 +193,19 @@ void OnTheFlyTrainer::assess_label(int64_t step) {
   assessment.calibration_samples = calibration_.samples();
   const LabelDecision decision = policy_.after_label(assessment);
   if (decision == LabelDecision::None || rank_ != 0 || !messages_.log) return;
-  const PolicySettings& p = settings_.policy;
-  if (!by_accuracy())
-    messages_.log("step " + std::to_string(step) +
-                  formatted(": the model drives (validation force RMSE %.4g < %.4g, force "
-                            "uncertainty %.4g < %.4g)",
-                            report.force_rmse, p.hand_over_force_rmse, counters_.max_uncertainty,
-                            p.label_uncertainty));
-  else if (decision == LabelDecision::ModelDrives)
-    messages_.log("step " + std::to_string(step) +
-                  formatted(": the model drives (its errors on the last label before learning "
-                            "it: force %.4g <= %.4g, energy %.4g <= %.4g per atom)",
-                            counters_.label_force_error, p.hand_over_factor() * p.target_force_error,
-                            counters_.label_energy_error,
-                            p.hand_over_factor() * p.target_energy_error));
-  else
-    messages_.log("step " + std::to_string(step) +
-                  formatted(": the model's force error on this label was %.4g > %.4g (take_over "
-                            "x accuracy): the reference drives until the model is good enough "
-                            "again",
-                            counters_.label_force_error, p.take_over_factor * p.target_force_error,
-                            0.0, 0.0));
+  messages_.log("step " + std::to_string(step) + ": " +
+                policy_.criterion()->explain_label_decision(decision, assessment));
 }
 
 std::string OnTheFlyTrainer::calibration_summary() const {
-  return formatted("calibration over the last %.0f labels (each predicted before it was learned): "
-                   "force error = %.4g x committee spread, 90%% bound %.4g x spread (the "
-                   "window's %.3g quantile), ",
-                   static_cast<double>(calibration_.samples()), calibration_.force_scale(),
-                   calibration_.force_bound90_factor(), calibration_.bound_level()) +
-         formatted("Spearman rank correlation of spread and error %.3g; energy error = %.4g x "
-                   "spread",
-                   calibration_.force_rank_correlation(), calibration_.energy_scale(), 0.0, 0.0);
+  return calibration_summary_line(calibration_);
 }
 
 void OnTheFlyTrainer::end_of_run(int64_t step) {
   if (!settings_.save_path.empty() && counters_.last_saved_step != step)
     save_model(step, "end of run");
   log_frame_parts();
+  if (compares_prediction() && rank_ == 0 && messages_.log) messages_.log(calibration_summary());
 }
 
 void OnTheFlyTrainer::log_frame_parts() const {
@@ -210,12 +217,7 @@ void OnTheFlyTrainer::log_frame_parts() const {
   MPI_Allreduce(MPI_IN_PLACE, high, 2, MPI_LONG_LONG, MPI_MAX, world_);
   MPI_Allreduce(MPI_IN_PLACE, sum, 2, MPI_LONG_LONG, MPI_SUM, world_);
   if (rank_ != 0 || !messages_.log || sum[0] == 0) return;
-  messages_.log("frame parts of the last labelled frame on " + std::to_string(ranks_) +
-                " rank(s): centres evaluated per rank " + std::to_string(low[0]) + " to " +
-                std::to_string(high[0]) +
-                formatted(" (mean %.1f), atoms per rank with their ghost shell ", sum[0] / static_cast<double>(ranks_), 0, 0, 0) +
-                std::to_string(low[1]) + " to " + std::to_string(high[1]) +
-                formatted(" (mean %.1f)", sum[1] / static_cast<double>(ranks_), 0, 0, 0));
+  messages_.log(frame_parts_line(ranks_, low, high, sum));
 }
 
 bool OnTheFlyTrainer::ask_reference(int64_t step, MdFrameSource& md, ReferenceUse use,
@@ -308,122 +310,14 @@ void OnTheFlyTrainer::log_row(int64_t step, const char* event) {
   if (settings_.learning_log_path.empty()) return;
   agreed("cannot write the learning log " + settings_.learning_log_path, [&] {
     if (rank_ != 0 || !learning_log_) return;
-    const TrainingReport& report = session_->report();
-    LearningLogRow row;
-    row.step = step;
-    row.event = event;
-    row.reference_drives = policy_.reference_drives();
-    row.reference_calls = counters_.reference_calls;
-    row.loss = report.last_loss;
-    row.energy_rmse_per_atom = report.energy_rmse_per_atom;
-    row.force_rmse = report.force_rmse;
-    row.stress_rmse = report.stress_rmse;
-    row.max_force_uncertainty = counters_.max_uncertainty;
-    row.loss_scale = report.loss_scale;
-    row.skipped_steps = report.skipped_steps;
-    row.optimizer_steps = report.optimizer_steps;
-    row.buffer_frames = report.buffer_frames;
-    row.skipped_labels = counters_.skipped_labels;
-    row.learning_rate = session_->learning_rate();
-    row.reference_seconds = counters_.reference_seconds;
-    row.training_seconds = counters_.training_seconds;
-    row.predicted_force_error = by_accuracy() ? counters_.predicted_force_error
-                                              : counters_.max_uncertainty;
-    row.predicted_energy_error = counters_.predicted_energy_error;
-    row.label_force_error = counters_.label_force_error;
-    row.label_energy_error = counters_.label_energy_error;
-    row.calibration_scale = calibration_.force_scale();
-    row.atoms_above_bound = std::string(event) == "label" ? counters_.label_atoms_above_bound : -1.0;
-    learning_log_->append(row);
+    const DriveCriterion* criterion = policy_.criterion();
+    const double checked =
+        criterion ? criterion->checked_value(measurement()) : counters_.max_uncertainty;
+    learning_log_->append(learning_log_row(step, event, policy_.reference_drives(),
+                                           session_->report(), counters_,
+                                           session_->learning_rate(), checked,
+                                           calibration_.force_scale()));
   });
-}
-
-void OnTheFlyTrainer::warm_start() {
-  // Rank 0 reads the files and holds each frame whole (its periodic images folded); the other
-  // ranks hold empty parts of the same frames, so the data-parallel sums stay exact.
-  std::vector<JournalFrame> frames;
-  std::string summary;
-  agreed("cannot warm-start from the label journal", [&] {
-    if (rank_ != 0) return;
-    const ModelSpec& spec = session_->potential()->spec();
-    for (const std::string& path : settings_.warm_start_paths) {
-      ExtxyzContents contents = read_extxyz_file(path);
-      for (std::size_t k = 0; k < contents.frames.size(); ++k) {
-        const JournalFrame& frame = contents.frames[k];
-        // Files from other tools (ASE) carry no unit style: eV and Angstrom, LAMMPS' metal.
-        const std::string units = frame.units.empty() ? std::string("metal") : frame.units;
-        if (units != settings_.unit_style)
-          throw std::runtime_error(
-              path + " frame " + std::to_string(k + 1) + " is in units " + units +
-              (frame.units.empty() ? " (no units key: eV and Angstrom assumed)" : "") +
-              ", this run in units " + settings_.unit_style +
-              "; warm-start from labels of the same unit system");
-        for (const std::string& symbol : frame.symbols)
-          if (spec.species_index(symbol) < 0)
-            throw std::runtime_error(path + " frame " + std::to_string(k + 1) +
-                                     " has element " + symbol +
-                                     ", which the model does not know (its elements: " +
-                                     [&] {
-                                       std::string list;
-                                       for (const auto& e : spec.elements)
-                                         list += (list.empty() ? "" : " ") + e;
-                                       return list;
-                                     }() + ")");
-        frames.push_back(frame);
-      }
-      summary += (summary.empty() ? "" : ", ") + std::to_string(contents.frames.size()) +
-                 " from " + path;
-      if (contents.truncated_frames > 0)
-        summary += " (" + std::to_string(contents.truncated_frames) +
-                   " truncated frame dropped at its end)";
-    }
-  });
-  long long count = static_cast<long long>(frames.size());
-  MPI_Bcast(&count, 1, MPI_LONG_LONG, 0, world_);
-  for (long long k = 0; k < count; ++k) {
-    agreed("warm start, frame " + std::to_string(k + 1), [&] {
-      FramePart part;
-      std::unique_ptr<PeriodicSystem> system;
-      std::vector<int> owners;
-      if (rank_ == 0) {
-        const JournalFrame& frame = frames[static_cast<std::size_t>(k)];
-        const ModelSpec& spec = session_->potential()->spec();
-        PeriodicConfiguration configuration;
-        for (int a = 0; a < 3; ++a)
-          for (int d = 0; d < 3; ++d)
-            configuration.cell[static_cast<std::size_t>(a)][static_cast<std::size_t>(d)] =
-                frame.cell[static_cast<std::size_t>(3 * a + d)];
-        configuration.positions = frame.positions;
-        for (const std::string& symbol : frame.symbols)
-          configuration.species.push_back(static_cast<int>(spec.species_index(symbol)));
-        system = std::make_unique<PeriodicSystem>(configuration, spec.cutoff);
-        part.system = system->view();
-        owners = owner_centres(part.system, system->owner());
-        part.owned_forces = frame.forces.data();
-        part.owner_centre = owners.data();
-        part.energy = frame.energy;
-        part.virial = frame.virial;
-        const auto& c = configuration.cell;
-        part.volume = std::abs(c[0][0] * (c[1][1] * c[2][2] - c[1][2] * c[2][1]) -
-                               c[0][1] * (c[1][0] * c[2][2] - c[1][2] * c[2][0]) +
-                               c[0][2] * (c[1][0] * c[2][1] - c[1][1] * c[2][0]));
-        part.atoms_in_frame = frame.num_atoms();
-      }
-      MPI_Bcast(&part.energy, 1, MPI_DOUBLE, 0, world_);
-      MPI_Bcast(part.virial.data(), 6, MPI_DOUBLE, 0, world_);
-      MPI_Bcast(&part.volume, 1, MPI_DOUBLE, 0, world_);
-      long long atoms = part.atoms_in_frame;
-      MPI_Bcast(&atoms, 1, MPI_LONG_LONG, 0, world_);
-      part.atoms_in_frame = atoms;
-      session_->add_frame(part);
-      session_->train();
-    });
-  }
-  if (count > 0) agreed("warm start, validation", [&] { session_->validate(); });
-  if (rank_ == 0 && messages_.log)
-    messages_.log("warm start: " + std::to_string(count) + " labelled frame(s) (" + summary +
-                  ") in the replay buffer, " +
-                  std::to_string(session_->report().optimizer_steps) + " optimizer steps");
 }
 
 bool OnTheFlyTrainer::label_and_train(int64_t step, const FramePart& frame, MdFrameSource& md,
@@ -436,7 +330,7 @@ bool OnTheFlyTrainer::label_and_train(int64_t step, const FramePart& frame, MdFr
     prediction_kept_ = false;
     return false;
   }
-  if (by_accuracy() && prediction_kept_) record_calibration_sample(md, label);
+  if (compares_prediction() && prediction_kept_) record_calibration_sample(md, label);
   prediction_kept_ = false;
   Stopwatch timing(counters_.training_seconds);
 
@@ -458,7 +352,8 @@ bool OnTheFlyTrainer::label_and_train(int64_t step, const FramePart& frame, MdFr
     session_->add_frame(labelled);
     if (!statistics_were_ready && session_->statistics_ready()) log_statistics_frozen(step);
     session_->train();
-    if (by_accuracy()) train_on_label(labelled);
+    const DriveCriterion* criterion = policy_.criterion();
+    if (criterion && criterion->label_fit_force_error() > 0.0) train_on_label(labelled);
     session_->validate();
   });
   check_replicas(step);
@@ -514,26 +409,15 @@ bool OnTheFlyTrainer::label_is_learnable(int64_t step, const ReferenceLabel& lab
 }
 
 void OnTheFlyTrainer::log_statistics_frozen(int64_t step) const {
-  const StatisticsSummary s = session_->statistics_summary();
-  if (rank_ != 0 || !messages_.log) return;
-  std::string line = "step " + std::to_string(step) + ": descriptor statistics and energy shifts "
-                     "from " + std::to_string(s.frames) + " labelled frames";
-  if (s.frames > s.frames_asked && s.last_spread_ratio <= s.last_limit)
-    line += formatted(" (stats_frames %.0f, and on until the descriptors stopped widening: the "
-                      "last frame spread %.3g x as wide as those before it)",
-                      static_cast<double>(s.frames_asked), s.last_spread_ratio, 0.0, 0.0);
-  else if (s.frames > s.frames_asked)
-    line += formatted(" (the limit, for stats_frames %.0f; the descriptors were still widening: "
-                      "the last frame spread %.3g x as wide as those before it)",
-                      static_cast<double>(s.frames_asked), s.last_spread_ratio, 0.0, 0.0);
-  messages_.log(line + "; training starts");
+  const StatisticsSummary summary = session_->statistics_summary();
+  if (rank_ == 0 && messages_.log) messages_.log(statistics_frozen_line(step, summary));
 }
 
 void OnTheFlyTrainer::check_divergence(int64_t step, int64_t skipped_before) {
   const TrainingReport& report = session_->report();
   const int64_t skipped = report.skipped_steps - skipped_before;
   if (skipped == 0) return;
-  const std::string precision = to_string(parse_precision(settings_.session.precision));
+  const std::string precision = to_string(settings_.session.precision);
   // Under float16 skips while the GradScaler finds its scale are normal (they do not count as
   // consecutive); elsewhere a skipped step means inf/NaN loss or gradients.
   if (rank_ == 0 && messages_.warn && report.consecutive_skipped_steps > 0 &&
@@ -560,7 +444,7 @@ void OnTheFlyTrainer::measure_uncertainty(const FramePart& frame, MdFrameSource&
     const CommitteeSpread spread = session_->committee_spread(
         frame, md.force_uncertainty_per_atom(), keep_prediction ? predicted_forces_.data() : nullptr);
     counters_.max_uncertainty = spread.max_force_spread;
-    if (!by_accuracy()) return;
+    if (!compares_prediction()) return;
     counters_.predicted_force_error =
         calibration_.predicted_force_rmse(spread.mean_square_force_spread);
     counters_.predicted_energy_error =
@@ -627,7 +511,7 @@ void OnTheFlyTrainer::record_calibration_sample(MdFrameSource& md, const Referen
 void OnTheFlyTrainer::train_on_label(const FramePart& labelled) {
   if (!session_->statistics_ready()) return;
   const int64_t round = std::max<int64_t>(settings_.session.steps_per_frame, 1);
-  const double fitted = 0.5 * settings_.policy.target_force_error;
+  const double fitted = policy_.criterion()->label_fit_force_error();
   std::vector<double> spread(static_cast<std::size_t>(labelled.system.num_local));
   std::vector<double> mean(3 * spread.size());
   for (int64_t done = round; done + round <= settings_.label_steps; done += round) {

@@ -16,6 +16,7 @@
 
 #include "error_calibration.h"
 #include "on_the_fly_policy.h"
+#include "rank_agreement.h"
 #include "reference.h"
 #include "restart_archive.h"
 #include "training_session.h"
@@ -38,13 +39,6 @@ class MdFrameSource {
   virtual ReferenceConfiguration reference_configuration() = 0;
   // Where the per-atom force uncertainty of the owned atoms goes ([num_local]).
   virtual double* force_uncertainty_per_atom() = 0;
-};
-
-// A failure of training, the same on every rank (already agreed over the communicator), so the
-// MD code may stop every rank with it.
-class TrainingError : public std::runtime_error {
- public:
-  using std::runtime_error::runtime_error;
 };
 
 struct TrainerSettings {
@@ -88,6 +82,14 @@ struct TrainerSettings {
   static constexpr int64_t kMaxRefusedInRow = 3;
 };
 
+// The trainer's own rules (save_every and its file, max_skips, max_calls, label_steps,
+// calibration_window, outlier_factor), named by the fix otf/train keywords. Throws
+// std::invalid_argument.
+void check_trainer_fields(const TrainerSettings& settings);
+// Every rule of the settings: the trainer's own, the policy's (check_policy_settings) and the
+// session's (check_session_settings), each checked by its owner.
+void check_trainer_settings(const TrainerSettings& settings);
+
 // Rank 0 prints what it is given; the MD code routes it to its log and warnings.
 struct TrainerMessages {
   std::function<void(const std::string&)> log;
@@ -96,7 +98,8 @@ struct TrainerMessages {
 
 class OnTheFlyTrainer {
  public:
-  // Collective. Throws TrainingError for settings the engine rejects.
+  // Collective. Throws TrainingError for settings the engine rejects. Rank 0 logs what the run
+  // does (trainer_narration.h).
   OnTheFlyTrainer(std::shared_ptr<Potential> potential, const TrainerSettings& settings,
                   Reference& reference, MPI_Comm world, TrainerMessages messages);
   ~OnTheFlyTrainer();
@@ -106,7 +109,8 @@ class OnTheFlyTrainer {
   // Collective: everything one MD step needs (reference forces, labels, training, uncertainty
   // checks, hand-overs, scheduled saves). Call after the MD forces of the step are computed.
   void on_step(int64_t step, MdFrameSource& md);
-  // Collective: saves the model at the end of a run (unless saved on this step).
+  // Collective: saves the model at the end of a run (unless saved on this step) and logs how the
+  // frames were split over the ranks and, for a calibrating criterion, the calibration.
   void end_of_run(int64_t step);
 
   // Collective: the restart archive, complete on rank 0 (every rank's replay buffer part is
@@ -144,7 +148,6 @@ class OnTheFlyTrainer {
                      bool uncertainty_measured, ReferenceLabel& label);
   void record_label(int64_t step, const ReferenceConfiguration& configuration,
                     const ReferenceLabel& label, const double* uncertainty);
-  void warm_start();
   bool journal_enabled() const;
   bool budget_spent() const;
   // Rank 0 writes a row of the learning log (when there is one).
@@ -159,7 +162,10 @@ class OnTheFlyTrainer {
   void train_on_label(const FramePart& labelled);
   // After a label under drive auto: asks the policy and says what it decided.
   void assess_label(int64_t step);
-  bool by_accuracy() const;
+  // Whether the drive criterion compares each label with the committee's prediction of it.
+  bool compares_prediction() const;
+  // The committee at the last measurement, as the drive criterion reads it.
+  DriveMeasurement measurement() const;
   // Collective: the label is finite and within the outlier guard; otherwise warns, counts it and
   // returns false (throws TrainingError after kMaxRefusedInRow refusals in a row).
   bool label_is_learnable(int64_t step, const ReferenceLabel& label);

@@ -12,7 +12,9 @@
 
 #include <climits>
 #include <exception>
+#include <stdexcept>
 #include <string>
+#include <utility>
 
 namespace otf {
 
@@ -51,6 +53,21 @@ template <typename Body> std::string first_failure_on_any_rank(MPI_Comm world, B
   if (first_failed == nprocs) return {};
   broadcast_bytes(message, first_failed, world);
   return message;
+}
+
+// A failure of training, the same on every rank (already agreed over the communicator), so the
+// MD code may stop every rank with it.
+class TrainingError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Runs `body` on every rank; when it threw on any, throws TrainingError("<what>: <message>") on
+// every rank.
+template <typename Body> void agreed_or_throw(MPI_Comm world, const std::string &what, Body &&body)
+{
+  const std::string failure = first_failure_on_any_rank(world, std::forward<Body>(body));
+  if (!failure.empty()) throw TrainingError(what + ": " + failure);
 }
 
 }    // namespace otf

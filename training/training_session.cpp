@@ -6,6 +6,7 @@
 #include "frame_intake.h"
 #include "gradient_accumulation_hook.h"
 #include "gradient_clip_hook.h"
+#include "keywords.h"
 #include "kokkos_device.h"
 #include "losses.h"
 #include "lr_schedules.h"
@@ -27,6 +28,7 @@
 #include <torch/torch.h>
 
 #include <algorithm>
+#include <climits>
 #include <cmath>
 #include <stdexcept>
 #include <utility>
@@ -54,12 +56,7 @@ struct TrainingSession::Impl {
 
 namespace {
 
-bool is_whole_number(double value, double least)
-{
-  return value >= least && value == std::floor(value) && value < 9.0e15;
-}
 
-// The fix's `lr_schedule <kind> <values...>` as the engine's schedule settings.
 // Frames stacked into one batch with the data-parallel force normaliser: the force components of
 // the batch over every rank.
 TrainingBatch data_parallel_batch(const std::vector<TrainingBatch> &frames,
@@ -73,50 +70,6 @@ TrainingBatch data_parallel_batch(const std::vector<TrainingBatch> &frames,
   return batch;
 }
 
-LRScheduleSettings lr_schedule_settings(LRScheduleKind kind, const std::vector<double> &values)
-{
-  auto expect = [&values](size_t least, size_t most, const std::string &usage) {
-    if (values.size() < least || values.size() > most)
-      throw std::invalid_argument("lr_schedule " + usage + " (got " +
-                                  std::to_string(values.size()) + " value(s))");
-  };
-  auto whole = [](double value, const std::string &what) {
-    if (!is_whole_number(value, 1.0))
-      throw std::invalid_argument("lr_schedule: " + what + " must be a whole number >= 1");
-    return static_cast<int64_t>(value);
-  };
-  LRScheduleSettings settings;
-  switch (kind) {
-    case LRScheduleKind::None: expect(0, 0, "none takes no values"); break;
-    case LRScheduleKind::Step:
-      expect(2, 2, "step needs <steps> <gamma>");
-      settings.step_size = whole(values[0], "the step schedule's <steps>");
-      settings.gamma = values[1];
-      break;
-    case LRScheduleKind::Exponential:
-      expect(1, 1, "exponential needs <gamma>");
-      settings.gamma = values[0];
-      break;
-    case LRScheduleKind::Cosine:
-      expect(1, 2, "cosine needs <steps> [<lr_min>]");
-      settings.t_max = whole(values[0], "the cosine schedule's <steps>");
-      if (values.size() > 1) settings.eta_min = values[1];
-      break;
-    case LRScheduleKind::Plateau: {
-      expect(2, 3, "plateau needs <factor> <patience> [<lr_min>]");
-      PlateauOptions plateau;
-      plateau.factor = values[0];
-      if (!is_whole_number(values[1], 0.0))
-        throw std::invalid_argument("lr_schedule: the plateau schedule's <patience> must be a "
-                                    "whole number >= 0");
-      plateau.patience = static_cast<int64_t>(values[1]);
-      if (values.size() > 2) plateau.min_lr = values[2];
-      settings.plateau = plateau;
-      break;
-    }
-  }
-  return settings;
-}
 
 const state_archive::StateKind kStateKind{"otf-torch training session state", 1,
                                           "the training session state",
@@ -159,6 +112,53 @@ void check_model_signature(const torch::Tensor &saved, Potential &potential)
 
 }    // namespace
 
+void check_session_settings(const TrainingSessionSettings &settings)
+{
+  require_integer_in("steps_per_frame", settings.steps_per_frame, 0, 100000);
+  require_integer_in("batch", settings.batch_frames, 1, 100000);
+  require_real_in("lr", settings.learning_rate, 0.0, 1e30);
+  require_real_in("weights E", settings.energy_weight, 0.0, 1e30);
+  require_real_in("weights F", settings.force_weight, 0.0, 1e30);
+  require_real_in("weights S", settings.stress_weight, 0.0, 1e30);
+  if (settings.energy_weight + settings.force_weight + settings.stress_weight <= 0.0)
+    throw std::invalid_argument("weights E F S must be >= 0 and not all 0");
+  require_integer_in("seed", static_cast<int64_t>(settings.seed), 0, INT_MAX);
+  require_real_in("clip", settings.clip_max_norm, 0.0, 1e30);
+  require_integer_in("stats_frames", settings.stats_frames, 0, 100000);
+  require_integer_in("accumulate", settings.accumulate, 1, 100000);
+  // The engine's components state their own rules; the message says which keywords they came
+  // from.
+  const auto owned_by = [](const std::string &keywords, auto &&check) {
+    try {
+      check();
+    } catch (const std::invalid_argument &e) {
+      throw std::invalid_argument(keywords + ": " + e.what());
+    }
+  };
+  owned_by("buffer " + std::to_string(settings.buffer_frames) + ", validation " +
+               format_number(settings.validation_fraction),
+           [&] {
+             ReplayBufferOptions buffer;
+             buffer.capacity_frames = settings.buffer_frames;
+             buffer.validation_fraction = settings.validation_fraction;
+             check_replay_buffer_options(buffer);
+           });
+  const GradScalerOptions &scaler = settings.grad_scaler;
+  owned_by("scale_init " + format_number(scaler.init_scale) + ", scale_growth " +
+               format_number(scaler.growth_factor) + ", scale_backoff " +
+               format_number(scaler.backoff_factor) + ", scale_interval " +
+               std::to_string(scaler.growth_interval),
+           [&] { check_grad_scaler_options(scaler); });
+  if (settings.ema_decay != 0.0)
+    owned_by("ema " + format_number(settings.ema_decay), [&] {
+      EmaOptions ema;
+      ema.decay = settings.ema_decay;
+      EmaHook::check_options(ema);
+    });
+  owned_by("lr_schedule " + to_string(settings.lr_schedule),
+           [&] { check_lr_schedule(settings.lr_schedule, settings.lr_schedule_settings); });
+}
+
 TrainingSession::TrainingSession(std::shared_ptr<Potential> potential,
                                  const TrainingSessionSettings &settings, MPI_Comm world) :
     impl_(std::make_unique<Impl>())
@@ -166,7 +166,8 @@ TrainingSession::TrainingSession(std::shared_ptr<Potential> potential,
   Impl &s = *impl_;
   s.potential = std::move(potential);
   s.settings = settings;
-  s.precision = parse_precision(settings.precision);
+  check_session_settings(settings);
+  s.precision = settings.precision;
   s.communicator = std::make_shared<MpiCommunicator>(world);
 
   ReplayBufferOptions buffer_options;
@@ -211,31 +212,21 @@ TrainingSession::TrainingSession(std::shared_ptr<Potential> potential,
   };
   OptimizerSettings optimizer_settings;
   optimizer_settings.learning_rate = settings.learning_rate;
-  const OptimizerKind kind = parse_optimizer_kind(settings.optimizer);
+  const OptimizerKind kind = settings.optimizer;
   OptimizerConfig optimizer_config;
   optimizer_config.make_optimizer = [kind, optimizer_settings](std::vector<torch::Tensor> params) {
     return make_optimizer(kind, std::move(params), optimizer_settings);
   };
-  const LRScheduleKind schedule = parse_lr_schedule_kind(settings.lr_schedule);
-  const LRScheduleSettings schedule_settings =
-      lr_schedule_settings(schedule, settings.lr_schedule_parameters);
-  if (schedule != LRScheduleKind::None) {
-    // Built now once on a throwaway optimizer, so that a bad value fails at the fix command.
-    torch::Tensor probe = torch::zeros({1}, torch::requires_grad());
-    torch::optim::SGD probe_optimizer({probe}, torch::optim::SGDOptions(1.0));
-    make_lr_scheduler(schedule, probe_optimizer, schedule_settings);
-    optimizer_config.make_scheduler = [schedule, schedule_settings](torch::optim::Optimizer &o) {
+  if (settings.lr_schedule != LRScheduleKind::None) {
+    optimizer_config.make_scheduler = [schedule = settings.lr_schedule,
+                                       schedule_settings = settings.lr_schedule_settings](
+                                          torch::optim::Optimizer &o) {
       return make_lr_scheduler(schedule, o, schedule_settings);
     };
   }
   options.optimizer_configs.push_back(optimizer_config);
 
-  GradScalerOptions scaler;
-  scaler.init_scale = settings.scale_init;
-  scaler.growth_factor = settings.scale_growth;
-  scaler.backoff_factor = settings.scale_backoff;
-  scaler.growth_interval = settings.scale_interval;
-  options.hooks.push_back(std::make_shared<MixedPrecisionHook>(s.precision, scaler));
+  options.hooks.push_back(std::make_shared<MixedPrecisionHook>(s.precision, settings.grad_scaler));
   // Under float16 the GradScaler skips inf/NaN steps itself (and must see them to back off).
   if (s.precision != Precision::Float16)
     options.hooks.push_back(std::make_shared<NonFiniteStepHook>());
@@ -252,11 +243,9 @@ TrainingSession::TrainingSession(std::shared_ptr<Potential> potential,
     options.hooks.push_back(s.ema);
   }
 
-  const c10::Device device =
-      settings.kokkos_execution_space.empty()
-          ? c10::Device(c10::kCPU)
-          : torch_device_for_kokkos(settings.kokkos_execution_space, settings.kokkos_device_id);
-  options.devices = training_devices(device);
+  // Training runs where the model is: the host, or the GPU pair_style otf/kk placed it on
+  // (docs/design.md §10); that device holds the autocast region and the GradScaler.
+  options.devices = training_devices(s.potential->device());
   s.strategy = std::make_unique<TrainingStrategy>(std::move(options));
   s.strategy->set_communicator(s.communicator);
 

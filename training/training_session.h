@@ -5,6 +5,10 @@
 #pragma once
 
 #include "frame_part.h"
+#include "grad_scaler_options.h"
+#include "lr_schedule_settings.h"
+#include "optimizer_kind.h"
+#include "precision.h"
 
 #include <mpi.h>
 
@@ -19,36 +23,32 @@ namespace otf {
 class Potential;
 
 struct TrainingSessionSettings {
-  std::string precision = "float32";    // any spelling otf::parse_precision accepts
-  std::string optimizer = "adam";       // adam | adamw | sgd
+  Precision precision = Precision::Float32;
+  OptimizerKind optimizer = OptimizerKind::Adam;
   double learning_rate = 1e-3;
   double energy_weight = 1.0;           // per-atom energy loss
   double force_weight = 10.0;
   double stress_weight = 0.0;           // 0: no stress labels, no stress loss
   int64_t steps_per_frame = 1;
   int64_t batch_frames = 4;
-  int64_t buffer_frames = 200;
+  int64_t buffer_frames = 200;          // the replay buffer's rules (src/replay_buffer.h)
   double validation_fraction = 0.1;
   uint64_t seed = 12345;
   double clip_max_norm = 0.0;           // 0: no clipping
-  double scale_init = 65536.0;          // GradScaler (float16 only)
-  double scale_growth = 2.0;
-  double scale_backoff = 0.5;
-  int64_t scale_interval = 2000;
+  GradScalerOptions grad_scaler;        // float16 only; its rules: src/grad_scaler_options.h
   int64_t stats_frames = 4;             // frames that descriptor statistics and shifts come from
-  // Learning-rate schedule (src/lr_schedules.h): none | step | exponential | cosine | plateau,
-  // with its parameters in the order the fix's keyword takes them (see doc/fix_otf_train.md).
-  std::string lr_schedule = "none";
-  std::vector<double> lr_schedule_parameters;
+  // Learning-rate schedule (src/lr_schedule_settings.h) with its numbers.
+  LRScheduleKind lr_schedule = LRScheduleKind::None;
+  LRScheduleSettings lr_schedule_settings;
   int64_t accumulate = 1;               // batches per optimizer step (gradient accumulation)
   double ema_decay = 0.0;               // 0: no EMA; else saved model files hold the EMA weights
-  // Where Kokkos runs the model on this rank (pair_style otf/kk): its execution space's name
-  // ("Serial", "OpenMP", "Cuda") and GPU id (-1 on the host); empty without Kokkos. Mapped by
-  // otf::torch_device_for_kokkos to the training strategy's devices[0], which holds the autocast
-  // region and the GradScaler.
-  std::string kokkos_execution_space;
-  int kokkos_device_id = -1;
 };
+
+// The rules of the settings, each stated once by its owner: the session's own (steps, batch,
+// learning rate, loss weights, seed, clipping, statistics frames, accumulation) here, the others
+// by the replay buffer, the GradScaler, the EMA hook and the learning-rate schedules. Throws
+// std::invalid_argument naming the setting by its fix otf/train keyword.
+void check_session_settings(const TrainingSessionSettings &settings);
 
 // What the fix reports (its global vector).
 struct TrainingReport {

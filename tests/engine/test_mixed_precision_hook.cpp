@@ -19,7 +19,7 @@
 #include "cpu_autocast_policy.h"
 #include "grad_scaler.h"
 #include "mixed_precision_hook.h"
-#include "precision.h"
+#include "precision_dtype.h"
 #include "torch_compat.h"
 #include "training_test_support.h"
 #include "training_update_orchestrator.h"

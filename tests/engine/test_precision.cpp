@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "precision.h"
+#include "precision_dtype.h"
 
 namespace {
 

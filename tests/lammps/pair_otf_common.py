@@ -7,6 +7,8 @@ import math
 import random
 import re
 
+from pathlib import Path
+
 from lammps_harness import expect, fail, run_lammps
 
 # A small, fast model; float64 for exactness tests (float32 is the spec default).
@@ -180,3 +182,16 @@ def expect_fix_error(ctx, label, fix, *messages, spec, pair=None):
     for bad in ("Segmentation fault", "terminate called", "core dumped"):
         expect(bad not in output, f"{label}: crashed ({bad})")
     print(f"{label}: {errors[0]}")
+
+
+def fix_output(name, fix_id="t"):
+    """The thermo name f_<fix_id>[N] of fix otf/train's output `name`: its position in the list of
+    doc/fix_otf_train.md, which a unit test checks against the training layer's named table
+    (training/trainer_outputs.h)."""
+    doc = Path(__file__).resolve().parents[2] / "doc" / "fix_otf_train.md"
+    for line in doc.read_text().splitlines():
+        match = re.match(r"^(\d+)\. `([a-z_]+)`:", line)
+        if match and match.group(2) == name:
+            return f"f_{fix_id}[{match.group(1)}]"
+    fail(f"fix otf/train has no output named {name!r} (doc/fix_otf_train.md)")
+

@@ -33,6 +33,13 @@ def test(ctx):
         expect(result.returncode == 0 and "drive auto accuracy 0.05 0.002 (the default accuracy in "
                "units metal)" in result.log, f"{label}: no default accuracy:\n{result.log[-1500:]}")
     print("drive auto and no drive: drive auto accuracy 0.05 0.002, the default in metal units")
+    # Every word of a fixed set is read in any letter case (one rule, issue 33).
+    result = run_fix(ctx, "any-case", f"{ARGON_LJ_REFERENCE} drive Auto optimizer ADAM precision "
+                     "FP16 lr_schedule Step 10 0.5 max_calls 100 Skip journal NONE", spec=spec)
+    expect(result.returncode == 0 and "precision float16, drive auto accuracy 0.05 0.002" in
+           result.log, f"any-case: not accepted as drive auto, float16:\n{result.log[-1500:]}")
+    print("drive Auto, optimizer ADAM, precision FP16, lr_schedule Step, max_calls ... Skip, "
+          "journal NONE: accepted")
     expect_error(ctx, "outlier-factor", f"{ARGON_LJ_REFERENCE} outlier_factor 1.5",
                  "outlier_factor must be 0 (off) or at least 2", spec=spec)
     expect_error(ctx, "thresholds-without-auto",
@@ -48,7 +55,8 @@ def test(ctx):
                  "whole number", spec=spec)
     expect_error(ctx, "accumulate", f"{ARGON_LJ_REFERENCE} accumulate 0", "accumulate must be",
                  spec=spec)
-    expect_error(ctx, "ema", f"{ARGON_LJ_REFERENCE} ema 1", "ema decay must be in [0, 1)",
+    # The EMA hook states its rule once (issue 33); the message names the keyword and value.
+    expect_error(ctx, "ema", f"{ARGON_LJ_REFERENCE} ema 1", "ema 1: EmaHook: decay must be in [0, 1)",
                  spec=spec)
     expect_error(ctx, "otf-reference", f'reference "hybrid/overlay lj/cut 8.5 otf {spec}" '
                  f'coeff "* * lj/cut 0.0104 3.405"', "may not use pair style 'otf'", spec=spec)

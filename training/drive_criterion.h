@@ -1,0 +1,128 @@
+// Under drive auto, what says that the model is good enough to drive the MD and which of the
+// configurations it then meets need a label: one implementation per criterion (docs/design.md §9:
+// uncertainty thresholds; §13: calibrated accuracy). A criterion only judges; the on-the-fly
+// policy (on_the_fly_policy.h) keeps who drives, and the trainer measures. A new criterion is a
+// new class here and a line in make_drive_criterion, not an edit of the trainer's branches.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace otf {
+
+struct PolicySettings;
+
+// The committee on one configuration, as the trainer measured it.
+struct DriveMeasurement {
+  double max_force_spread = 0.0;        // largest per-atom force uncertainty (force units)
+  double predicted_force_error = 0.0;   // calibrated, per component (accuracy criterion only)
+  double predicted_energy_error = 0.0;  // calibrated, per atom (accuracy criterion only)
+};
+
+// What the trainer knows after learning a label.
+struct LabelAssessment {
+  bool validated = false;
+  double validation_force_rmse = 0.0;
+  double max_uncertainty = 0.0;
+  // The committee mean's errors on this label, predicted before it was learned (negative: not
+  // measured, e.g. before the model was first trained), and how many labels have been measured
+  // so (the calibration samples).
+  double label_force_error = -1.0;
+  double label_energy_error = -1.0;
+  int64_t calibration_samples = 0;
+};
+
+// What a label asks of the policy.
+enum class LabelDecision { None, ModelDrives, ReferenceDrives };
+
+struct CheckOutcome {
+  bool label = false;                 // the configuration needs a label
+  bool reference_takes_over = false;  // so uncertain that the reference drives from now on
+};
+
+class DriveCriterion {
+ public:
+  virtual ~DriveCriterion() = default;
+
+  // The criterion and its numbers as the input states them ("thresholds 0.1 0.15 0.5").
+  virtual std::string describe() const = 0;
+  // Whether the committee's prediction on a labelled configuration is kept and compared with the
+  // label before the label is learned (the calibration of predicted errors).
+  virtual bool compares_prediction_with_label() const = 0;
+  // The number it compares on a checked configuration (the learning log's predicted error).
+  virtual double checked_value(const DriveMeasurement& measurement) const = 0;
+  // Whether a label is judged (judge_label): a scheduled one while the reference drives, or one a
+  // check asked for (from_check); `learned` says whether it was learned.
+  virtual bool judges_label(bool from_check, bool learned) const = 0;
+  // After a label is learned: whether the model takes over (while the reference drives) or gives
+  // the MD back (while the model drives).
+  virtual LabelDecision judge_label(const LabelAssessment& assessment,
+                                    bool reference_drives) const = 0;
+  // While the model drives, on a checked configuration.
+  virtual CheckOutcome judge_check(const DriveMeasurement& measurement) const = 0;
+  // Log lines saying why a decision was taken.
+  virtual std::string explain_label_decision(LabelDecision decision,
+                                             const LabelAssessment& assessment) const = 0;
+  virtual std::string explain_take_over(const DriveMeasurement& measurement) const = 0;
+  // Training on a new label goes on in rounds until the committee mean's force error on it is at
+  // most this (0: one round).
+  virtual double label_fit_force_error() const { return 0.0; }
+  // Throws std::invalid_argument when the model cannot serve the criterion.
+  virtual void check_committee_size(int64_t /*committee_size*/) const {}
+};
+
+// drive auto thresholds <force_rmse> <uncertainty> <take_over> (docs/design.md §9).
+class UncertaintyThresholds final : public DriveCriterion {
+ public:
+  UncertaintyThresholds(double hand_over_force_rmse, double label_uncertainty,
+                        double take_over_uncertainty);
+  std::string describe() const override;
+  bool compares_prediction_with_label() const override { return false; }
+  double checked_value(const DriveMeasurement& m) const override { return m.max_force_spread; }
+  bool judges_label(bool from_check, bool /*learned*/) const override { return !from_check; }
+  LabelDecision judge_label(const LabelAssessment& assessment, bool reference_drives) const override;
+  CheckOutcome judge_check(const DriveMeasurement& measurement) const override;
+  std::string explain_label_decision(LabelDecision decision,
+                                     const LabelAssessment& assessment) const override;
+  std::string explain_take_over(const DriveMeasurement& measurement) const override;
+
+ private:
+  double hand_over_force_rmse_, label_uncertainty_, take_over_uncertainty_;
+};
+
+// drive auto accuracy <force> <energy> (docs/design.md §13).
+class CalibratedAccuracy final : public DriveCriterion {
+ public:
+  // default_units: the unit style when the input named no accuracy (the default one), else "".
+  CalibratedAccuracy(double target_force_error, double target_energy_error, int64_t min_labels,
+                     double take_over_factor, std::string default_units);
+  std::string describe() const override;
+  bool compares_prediction_with_label() const override { return true; }
+  double checked_value(const DriveMeasurement& m) const override {
+    return m.predicted_force_error;
+  }
+  bool judges_label(bool /*from_check*/, bool learned) const override { return learned; }
+  LabelDecision judge_label(const LabelAssessment& assessment, bool reference_drives) const override;
+  CheckOutcome judge_check(const DriveMeasurement& measurement) const override;
+  std::string explain_label_decision(LabelDecision decision,
+                                     const LabelAssessment& assessment) const override;
+  std::string explain_take_over(const DriveMeasurement& measurement) const override;
+  double label_fit_force_error() const override { return 0.5 * target_force_error_; }
+  void check_committee_size(int64_t committee_size) const override;
+
+ private:
+  // Half way to a take-over, so that a hand-over is not followed by a take-over at once.
+  double hand_over_factor() const { return 0.5 * take_over_factor_; }
+
+  double target_force_error_, target_energy_error_;
+  int64_t min_labels_;
+  double take_over_factor_;
+  std::string default_units_;
+};
+
+// The criterion of drive auto's settings (null for the fixed modes). Expects settings that
+// check_policy_settings accepted.
+std::shared_ptr<const DriveCriterion> make_drive_criterion(const PolicySettings& settings);
+
+}  // namespace otf

@@ -1,0 +1,106 @@
+#include "warm_start.h"
+
+#include <cmath>
+#include <cstddef>
+#include <memory>
+#include <stdexcept>
+
+#include "frame_intake.h"
+#include "extxyz.h"
+#include "model_spec.h"
+#include "periodic_system.h"
+#include "potential.h"
+#include "rank_agreement.h"
+#include "training_session.h"
+
+namespace otf {
+
+std::string warm_start(TrainingSession& session, const std::vector<std::string>& paths,
+                       const std::string& unit_style, MPI_Comm world) {
+  int rank = 0;
+  MPI_Comm_rank(world, &rank);
+  std::vector<LabelledFrame> frames;
+  std::string summary;
+  agreed_or_throw(world, "cannot warm-start from the label journal", [&] {
+    if (rank != 0) return;
+    const ModelSpec& spec = session.potential()->spec();
+    for (const std::string& path : paths) {
+      ExtxyzContents contents = read_extxyz_file(path);
+      for (std::size_t k = 0; k < contents.frames.size(); ++k) {
+        const LabelledFrame& frame = contents.frames[k];
+        // Files from other tools (ASE) carry no unit style: eV and Angstrom, LAMMPS' metal.
+        const std::string units = frame.units.empty() ? std::string("metal") : frame.units;
+        if (units != unit_style)
+          throw std::runtime_error(
+              path + " frame " + std::to_string(k + 1) + " is in units " + units +
+              (frame.units.empty() ? " (no units key: eV and Angstrom assumed)" : "") +
+              ", this run in units " + unit_style +
+              "; warm-start from labels of the same unit system");
+        for (const std::string& symbol : frame.symbols)
+          if (spec.species_index(symbol) < 0)
+            throw std::runtime_error(path + " frame " + std::to_string(k + 1) +
+                                     " has element " + symbol +
+                                     ", which the model does not know (its elements: " +
+                                     [&] {
+                                       std::string list;
+                                       for (const auto& e : spec.elements)
+                                         list += (list.empty() ? "" : " ") + e;
+                                       return list;
+                                     }() + ")");
+        frames.push_back(frame);
+      }
+      summary += (summary.empty() ? "" : ", ") + std::to_string(contents.frames.size()) +
+                 " from " + path;
+      if (contents.truncated_frames > 0)
+        summary += " (" + std::to_string(contents.truncated_frames) +
+                   " truncated frame dropped at its end)";
+    }
+  });
+  long long count = static_cast<long long>(frames.size());
+  MPI_Bcast(&count, 1, MPI_LONG_LONG, 0, world);
+  for (long long k = 0; k < count; ++k) {
+    agreed_or_throw(world, "warm start, frame " + std::to_string(k + 1), [&] {
+      FramePart part;
+      std::unique_ptr<PeriodicSystem> system;
+      std::vector<int> owners;
+      if (rank == 0) {
+        const LabelledFrame& frame = frames[static_cast<std::size_t>(k)];
+        const ModelSpec& spec = session.potential()->spec();
+        PeriodicConfiguration configuration;
+        for (int a = 0; a < 3; ++a)
+          for (int d = 0; d < 3; ++d)
+            configuration.cell[static_cast<std::size_t>(a)][static_cast<std::size_t>(d)] =
+                frame.cell[static_cast<std::size_t>(3 * a + d)];
+        configuration.positions = frame.positions;
+        for (const std::string& symbol : frame.symbols)
+          configuration.species.push_back(static_cast<int>(spec.species_index(symbol)));
+        system = std::make_unique<PeriodicSystem>(configuration, spec.cutoff);
+        part.system = system->view();
+        owners = owner_centres(part.system, system->owner());
+        part.owned_forces = frame.forces.data();
+        part.owner_centre = owners.data();
+        part.energy = frame.energy;
+        part.virial = frame.virial;
+        const auto& c = configuration.cell;
+        part.volume = std::abs(c[0][0] * (c[1][1] * c[2][2] - c[1][2] * c[2][1]) -
+                               c[0][1] * (c[1][0] * c[2][2] - c[1][2] * c[2][0]) +
+                               c[0][2] * (c[1][0] * c[2][1] - c[1][1] * c[2][0]));
+        part.atoms_in_frame = frame.num_atoms();
+      }
+      MPI_Bcast(&part.energy, 1, MPI_DOUBLE, 0, world);
+      MPI_Bcast(part.virial.data(), 6, MPI_DOUBLE, 0, world);
+      MPI_Bcast(&part.volume, 1, MPI_DOUBLE, 0, world);
+      long long atoms = part.atoms_in_frame;
+      MPI_Bcast(&atoms, 1, MPI_LONG_LONG, 0, world);
+      part.atoms_in_frame = atoms;
+      session.add_frame(part);
+      session.train();
+    });
+  }
+  if (count > 0) agreed_or_throw(world, "warm start, validation", [&] { session.validate(); });
+  return "warm start: " + std::to_string(count) + " labelled frame(s) (" + summary +
+         ") in the replay buffer, " + std::to_string(session.report().optimizer_steps) +
+         " optimizer steps";
+}
+
+}  // namespace otf

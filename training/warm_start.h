@@ -1,0 +1,23 @@
+// warm_start: labelled frames from extended-XYZ files (the label journals of earlier runs, or
+// files from other tools) fill the replay buffer and are trained on before the first step of a
+// run that does not continue from a restart file (doc/fix_otf_train.md, warm_start). No LibTorch
+// or LAMMPS types.
+#pragma once
+
+#include <mpi.h>
+
+#include <string>
+#include <vector>
+
+namespace otf {
+
+class TrainingSession;
+
+// Collective. Rank 0 reads the files and holds each frame whole (its periodic images folded); the
+// other ranks hold empty parts of the same frames, so the data-parallel sums stay exact. Frames
+// must be in the run's unit style and hold only elements the model knows. Throws TrainingError on
+// every rank. Returns the log line (meaningful on rank 0).
+std::string warm_start(TrainingSession& session, const std::vector<std::string>& paths,
+                       const std::string& unit_style, MPI_Comm world);
+
+}  // namespace otf
