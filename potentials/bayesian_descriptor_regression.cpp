@@ -294,4 +294,35 @@ RegressionPrediction BayesianDescriptorRegression::predict(
   return prediction;
 }
 
+RegressionPrediction BayesianDescriptorRegression::mean_energy_and_forces(
+    const PeriodicConfiguration& configuration) const {
+  if (!fitted())
+    throw std::logic_error("BayesianDescriptorRegression: mean_energy_and_forces() before fit()");
+  const double cutoff = descriptor_options_.cutoff;
+  const PeriodicSystem system(configuration, cutoff);
+  NeighborGraph graph = neighbor_graph_from_view(system.view(), cutoff);
+  graph.positions = graph.positions.detach().to(torch::kFloat64).requires_grad_(true);
+  const LocalEnvironments env =
+      local_environments(graph, descriptor_options_.num_species, cutoff, torch::kFloat64);
+  const torch::Tensor features = descriptor_(env);
+  const torch::Tensor species = graph.species.index_select(0, graph.centers);
+  const int64_t block = block_size();
+  torch::Tensor energy = torch::zeros({}, torch::kFloat64);
+  for (int64_t s = 0; s < descriptor_options_.num_species; ++s) {
+    const torch::Tensor members = species.eq(s).nonzero().flatten();
+    if (members.numel() == 0) continue;
+    const torch::Tensor standardised =
+        (features.index_select(0, members) - feature_mean_[s]) / feature_scale_[s];
+    energy = energy + block_features(standardised).sum(0).dot(mean_.narrow(0, s * block, block));
+  }
+  const torch::Tensor gradient = torch::autograd::grad({energy}, {graph.positions})[0].contiguous();
+  std::vector<double> per_atom(gradient.data_ptr<double>(),
+                               gradient.data_ptr<double>() + gradient.numel());
+  const std::vector<double> folded = system.fold_onto_owners(per_atom);
+  RegressionPrediction prediction;
+  prediction.energy = energy.item<double>();
+  prediction.forces = -torch::tensor(folded, torch::kFloat64).view({-1, 3});
+  return prediction;
+}
+
 }  // namespace otf

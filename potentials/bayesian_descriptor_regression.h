@@ -80,6 +80,9 @@ class BayesianDescriptorRegression {
 
   // Posterior mean and standard deviation of the energy and every force component.
   RegressionPrediction predict(const PeriodicConfiguration& configuration) const;
+  // The posterior mean's energy and forces alone (force_std undefined): one descriptor
+  // evaluation and one backward pass, the cost of an MD step.
+  RegressionPrediction mean_energy_and_forces(const PeriodicConfiguration& configuration) const;
 
   // The rows of a described frame under the current standardisation.
   RegressionRows rows(const DescriptorFrame& frame) const;

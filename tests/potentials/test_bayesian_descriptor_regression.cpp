@@ -124,6 +124,11 @@ TEST(BayesianDescriptorRegression, LearnsAPairPotentialFromAFewFramesWithAnHones
   // Morse is a pair potential: inside the span of the radial features up to the basis error.
   EXPECT_LT(errors.back(), 0.05 * rms_force) << "rms force " << rms_force;
   EXPECT_LT(std::abs(model.predict(held_out).energy - true_energy) / 64.0, 2e-3);
+  // The MD path (one backward pass) gives the posterior mean of the rows' path.
+  const RegressionPrediction full = model.predict(held_out);
+  const RegressionPrediction mean_only = model.mean_energy_and_forces(held_out);
+  EXPECT_NEAR(mean_only.energy, full.energy, 1e-9 * std::abs(full.energy));
+  EXPECT_LT((mean_only.forces - full.forces).abs().max().item<double>(), 1e-9);
   // The posterior shrinks with data, and the predictive spread (posterior + noise) is of the
   // size of the error, not orders of magnitude off.
   EXPECT_LT(spreads.back(), spreads.front());
