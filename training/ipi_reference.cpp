@@ -39,8 +39,9 @@ void check_ipi_reference_settings(const IpiReferenceSettings& settings) {
   require_real_in("timeout", settings.call_timeout, 0.0, 1e7, true);
   require_integer_in("retries", settings.retries, 0, 1000);
   if (!settings.not_converged_text.empty() && settings.client_log.empty())
-    throw std::invalid_argument("not_converged needs client_log <file>: the text is looked for in "
-                                "what the client writes there");
+    throw std::invalid_argument(
+        "not_converged needs client_log <file>: the text is looked for in "
+        "what the client writes there");
 }
 
 IpiReference::IpiReference(IpiReferenceSettings settings, MPI_Comm world)
@@ -53,7 +54,14 @@ IpiReference::IpiReference(IpiReferenceSettings settings, MPI_Comm world)
   const std::string failure = first_failure_on_any_rank(world_, [&] {
     if (rank_ != 0) return;
     server_ = std::make_unique<IpiServer>(settings_.address);
+    server_->set_warn(settings_.warn);
     address_ = server_->address();
+    if (server_->beyond_loopback() && settings_.warn)
+      settings_.warn("the i-PI server listens at " + address_.describe() +
+                     ", beyond the loopback address: a process on another host that reaches "
+                     "this port can connect and its forces would be learned as labels (its user "
+                     "cannot be checked); use a UNIX socket or inet <port> (127.0.0.1) unless "
+                     "the client runs on another node");
     if (!settings_.client_command.empty()) start_client();
   });
   if (!failure.empty()) throw std::runtime_error(failure);
@@ -98,7 +106,9 @@ bool IpiReference::client_alive() { return !client_ || client_->running(); }
 IpiResult IpiReference::attempt(const IpiRequest& request) {
   if (!server_->connected()) {
     if (client_ && !client_->running()) start_client();
-    server_->accept_client(settings_.connect_timeout, [this] { return client_alive(); });
+    server_->accept_client(
+        settings_.connect_timeout, [this] { return client_alive(); },
+        client_ ? client_->pid() : -1);
   }
   log_convergence_.begin_call();
   IpiResult result =
@@ -129,7 +139,10 @@ ReferenceLabel IpiReference::label(const ReferenceConfiguration& configuration,
           configuration.cell[static_cast<std::size_t>(k)] * units.bohr_per_length;
     request.positions = frame->positions();
     for (double& x : request.positions) x *= units.bohr_per_length;
-    std::string last_failure;
+    // The first failure of a call is its cause; later attempts may fail only because of it (a
+    // client started by hand that was dropped after a garbage reply never connects again).
+    std::string first_failure, last_failure, log_tail;
+    int attempts_failed = 0;
     ok = 0;
     for (int attempt_index = 0; attempt_index <= settings_.retries && !ok; ++attempt_index) {
       try {
@@ -143,17 +156,20 @@ ReferenceLabel IpiReference::label(const ReferenceConfiguration& configuration,
         ok = 1;
       } catch (std::exception& error) {
         ++failed_attempts_;
+        ++attempts_failed;
         last_failure = error.what();
+        log_tail.clear();
         if (client_) {
           if (!client_->running()) last_failure += " (client " + client_->exit_description() + ")";
           const std::string tail = client_->log_tail(600);
           if (!tail.empty() && !settings_.client_log.empty())
-            last_failure += "; the end of " + settings_.client_log + ":\n" + tail;
+            log_tail = "; the end of " + settings_.client_log + ":\n" + tail;
         }
+        if (first_failure.empty()) first_failure = last_failure;
         const bool again = attempt_index < settings_.retries;
         if (settings_.warn)
           settings_.warn("step " + std::to_string(configuration.step) + ": the i-PI reference (" +
-                         address_.describe() + ") failed: " + last_failure +
+                         address_.describe() + ") failed: " + last_failure + log_tail +
                          (again ? (client_ ? "; restarting the client and trying again"
                                            : "; waiting for the client to connect again")
                                 : "; no retries left"));
@@ -171,8 +187,9 @@ ReferenceLabel IpiReference::label(const ReferenceConfiguration& configuration,
     }
     if (!ok)
       failure = "the i-PI reference at " + address_.describe() + " failed " +
-                std::to_string(settings_.retries + 1) + " time(s) on step " +
-                std::to_string(configuration.step) + "; last: " + last_failure;
+                std::to_string(attempts_failed) + " time(s) on step " +
+                std::to_string(configuration.step) + "; cause: " + first_failure +
+                (last_failure != first_failure ? "; then, last: " + last_failure : "") + log_tail;
   }
   patient_broadcast(&ok, 1, MPI_INT, world_);
   if (!ok) {

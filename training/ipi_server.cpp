@@ -24,6 +24,7 @@
 #include <thread>
 
 #include "scf_convergence.h"
+#include "socket_peer.h"
 
 namespace otf {
 namespace {
@@ -300,6 +301,9 @@ IpiServer::IpiServer(IpiAddress address) : address_(std::move(address)) {
         throw std::runtime_error(where +
                                  ": the path exists and is not a socket; remove it or "
                                  "choose another name");
+      if (existing.st_uid != ::geteuid())
+        throw std::runtime_error(where + ": the socket file belongs to another user (uid " +
+                                 std::to_string(existing.st_uid) + "); choose another name");
       Descriptor probe(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
       if (!probe.valid())
         throw std::runtime_error(where + ": socket() failed: " + errno_text(errno));
@@ -320,19 +324,20 @@ IpiServer::IpiServer(IpiAddress address) : address_(std::move(address)) {
     listener_.reset(::socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0));
     if (!listener_.valid())
       throw std::runtime_error(where + ": socket() failed: " + errno_text(errno));
+    // Only this user may connect: Linux creates the file with the socket inode's mode less the
+    // umask, so fchmod before bind gives 0600 from the start; the chmod after bind covers other
+    // kernels, and nobody can connect before listen() anyway.
+    ::fchmod(listener_.get(), S_IRUSR | S_IWUSR);
     if (::bind(listener_.get(), generic, sizeof socket_address) != 0)
       throw std::runtime_error(where + ": bind() failed: " + errno_text(errno));
-    if (::listen(listener_.get(), 4) != 0) {
-      const int error = errno;
-      ::unlink(path.c_str());  // no destructor runs for a constructor that throws
-      throw std::runtime_error(where + ": listen() failed: " + errno_text(error));
-    }
+    socket_file_ = OwnedFile(path);  // removed again if anything below throws
     struct stat created {};
-    if (::lstat(path.c_str(), &created) == 0) {
-      created_unix_path_ = path;
-      created_device_ = created.st_dev;
-      created_inode_ = created.st_ino;
-    }
+    if (::chmod(path.c_str(), S_IRUSR | S_IWUSR) != 0 || ::lstat(path.c_str(), &created) != 0 ||
+        (created.st_mode & (S_IRWXG | S_IRWXO)) != 0)
+      throw std::runtime_error(
+          where + ": cannot make the socket file private (mode 0600): " + errno_text(errno));
+    if (::listen(listener_.get(), 4) != 0)
+      throw std::runtime_error(where + ": listen() failed: " + errno_text(errno));
     return;
   }
 
@@ -371,6 +376,10 @@ IpiServer::IpiServer(IpiAddress address) : address_(std::move(address)) {
       continue;
     }
     listener_ = std::move(fd);
+    sockaddr_storage bound_address{};
+    std::memcpy(&bound_address, candidate->ai_addr,
+                std::min<std::size_t>(candidate->ai_addrlen, sizeof bound_address));
+    beyond_loopback_ = !is_loopback(bound_address);
     break;
   }
   if (!listener_.valid()) throw std::runtime_error(where + ": " + last_error);
@@ -387,18 +396,18 @@ IpiServer::IpiServer(IpiAddress address) : address_(std::move(address)) {
 IpiServer::~IpiServer() {
   client_.reset();
   listener_.reset();
-  struct stat current {};
-  if (!created_unix_path_.empty() && ::lstat(created_unix_path_.c_str(), &current) == 0 &&
-      current.st_dev == created_device_ && current.st_ino == created_inode_)
-    ::unlink(created_unix_path_.c_str());
+  socket_file_.remove();
 }
 
-void IpiServer::accept_client(double timeout_seconds, const std::function<bool()>& client_alive) {
+void IpiServer::accept_client(double timeout_seconds, const std::function<bool()>& client_alive,
+                              long client_pid) {
   drop_client();
   const auto deadline =
       Clock::now() + std::chrono::duration_cast<Clock::duration>(
                          std::chrono::duration<double>(std::max(0.0, timeout_seconds)));
   const std::string where = "i-PI server at " + address_.describe();
+  int refused = 0;
+  std::string last_refused;
   for (;;) {
     const auto remaining =
         std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now());
@@ -409,19 +418,36 @@ void IpiServer::accept_client(double timeout_seconds, const std::function<bool()
     if (ready > 0) {
       const int fd = ::accept4(listener_.get(), nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
       if (fd >= 0) {
-        client_.reset(fd);
-        // Messages are small and strictly alternating: Nagle's delay would only add latency.
-        if (address_.kind == IpiAddress::Kind::Inet) {
-          const int on = 1;
-          ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+        Descriptor accepted(fd);
+        const PeerCredentials peer = peer_credentials(fd);
+        sockaddr_storage remote{};
+        socklen_t length = sizeof remote;
+        const bool on_loopback =
+            ::getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &length) != 0 ||
+            is_loopback(remote);
+        const std::string refusal = peer_refusal(peer, on_loopback, static_cast<long>(::geteuid()),
+                                                 client_pid, parent_pid_of);
+        if (refusal.empty()) {
+          // Messages are small and strictly alternating: Nagle's delay would only add latency.
+          if (address_.kind == IpiAddress::Kind::Inet) {
+            const int on = 1;
+            ::setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &on, sizeof on);
+          }
+          client_ = std::move(accepted);
+          return;
         }
-        return;
-      }
-      // The connection may be gone before we take it; keep waiting for the next.
-      if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK && errno != ECONNABORTED &&
-          errno != EPROTO)
+        // Closed (`accepted`); the wait goes on within the same deadline.
+        ++refused;
+        last_refused = describe_peer(peer) + ": " + refusal;
+        if (warn_)
+          warn_(where + ": refused a connection from " + describe_peer(peer) + ": " + refusal +
+                "; waiting for the right client");
+      } else if (errno != EINTR && errno != EAGAIN && errno != EWOULDBLOCK &&
+                 errno != ECONNABORTED && errno != EPROTO) {
+        // (Those: the connection may be gone before we take it; keep waiting for the next.)
         throw IpiFailure(IpiFailureKind::NeverConnected,
                          where + ": accept() failed: " + errno_text(errno));
+      }
     } else if (ready < 0 && errno != EINTR) {
       throw IpiFailure(IpiFailureKind::NeverConnected,
                        where + ": poll() failed: " + errno_text(errno));
@@ -431,7 +457,10 @@ void IpiServer::accept_client(double timeout_seconds, const std::function<bool()
                        where + ": the client process ended before connecting");
     if (Clock::now() >= deadline)
       throw IpiFailure(IpiFailureKind::NeverConnected,
-                       where + ": no client connected within " + seconds_text(timeout_seconds));
+                       where + ": no client connected within " + seconds_text(timeout_seconds) +
+                           (refused > 0 ? " (refused " + std::to_string(refused) +
+                                              " connection(s), the last from " + last_refused + ")"
+                                        : std::string()));
   }
 }
 

@@ -12,6 +12,8 @@
 #include <string>
 #include <vector>
 
+#include "owned_file.h"
+
 namespace otf {
 
 struct IpiAddress {
@@ -63,11 +65,14 @@ struct IpiResult {
 
 class IpiServer {
  public:
-  // Binds and listens. Unix: a stale socket file (a socket nobody accepts on) is replaced; a path
-  // over the sockaddr_un limit, a file that is not a socket and a socket in use are refused.
-  // Inet: binds host:port with SO_REUSEADDR. Throws std::runtime_error naming the address.
+  // Binds and listens. Unix: the socket file is created with mode 0600 (only this user can
+  // connect) before it listens; a stale socket file of this user (a socket nobody accepts on) is
+  // replaced; a path over the sockaddr_un limit, a file that is not a socket, another user's
+  // socket and a socket in use are refused. Inet: binds host:port with SO_REUSEADDR. Throws
+  // std::runtime_error naming the address.
   explicit IpiServer(IpiAddress address);
-  // Sends nothing (send_exit_and_close() is the polite end); closes, removes the socket file.
+  // Sends nothing (send_exit_and_close() is the polite end); closes, removes the socket file
+  // (also removed at exit() when no destructor runs: OwnedFile).
   ~IpiServer();
   IpiServer(const IpiServer&) = delete;
   IpiServer& operator=(const IpiServer&) = delete;
@@ -75,10 +80,18 @@ class IpiServer {
   // With the real port when port 0 was asked for.
   const IpiAddress& address() const { return address_; }
 
+  // True for an Inet server bound to an address other than loopback (reachable from other hosts).
+  bool beyond_loopback() const { return beyond_loopback_; }
+  // Where refused peers are reported (may be empty).
+  void set_warn(std::function<void(const std::string&)> warn) { warn_ = std::move(warn); }
+
   // Drops any previous connection, then waits up to timeout_seconds for a client. Every 0.1 s
   // asks client_alive (may be empty): IpiFailure(ClientExited) when it returns false,
-  // IpiFailure(NeverConnected) at the timeout.
-  void accept_client(double timeout_seconds, const std::function<bool()>& client_alive = {});
+  // IpiFailure(NeverConnected) at the timeout. A peer that peer_refusal() refuses (another user;
+  // when client_pid >= 0, a process that is not client_pid or its descendant) is disconnected,
+  // reported through the warn sink, and the wait goes on.
+  void accept_client(double timeout_seconds, const std::function<bool()>& client_alive = {},
+                     long client_pid = -1);
   bool connected() const { return client_.valid(); }
 
   // One energy/forces/virial call; timeout_seconds bounds the whole call (the client's
@@ -117,11 +130,10 @@ class IpiServer {
   IpiAddress address_;
   Descriptor listener_;
   Descriptor client_;
-  // The socket file this server created (empty for Inet), and its identity: the destructor
-  // removes it only while it is still ours.
-  std::string created_unix_path_;
-  dev_t created_device_ = 0;
-  ino_t created_inode_ = 0;
+  // The socket file this server created (none for Inet).
+  OwnedFile socket_file_;
+  bool beyond_loopback_ = false;
+  std::function<void(const std::string&)> warn_;
 };
 
 }  // namespace otf

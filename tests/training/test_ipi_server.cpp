@@ -3,11 +3,13 @@
 // and TCP sockets, each failure reported as its kind within its timeout, a relaunched client
 // answering after each failure, process groups stopped, socket files managed.
 #include <gtest/gtest.h>
+#include <netinet/in.h>
 #include <signal.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/un.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -441,6 +443,62 @@ TEST(IpiServerAddress, StaleSocketFileIsReplacedAndRemovedAtTheEnd) {
     EXPECT_TRUE(S_ISSOCK(status.st_mode));
   }
   EXPECT_NE(::access(path.c_str(), F_OK), 0);
+}
+
+TEST(IpiServerAddress, UnixSocketFileIsPrivateWhateverTheUmask) {
+  const IpiAddress address{IpiAddress::Kind::Unix, unique_name("private"), 0};
+  const mode_t previous = ::umask(0);  // the most permissive: the file would be 0777
+  {
+    IpiServer server(address);
+    ::umask(previous);
+    struct stat status {};
+    ASSERT_EQ(::lstat(address.unix_path().c_str(), &status), 0);
+    EXPECT_EQ(status.st_mode & 0777, 0600u);
+    EXPECT_EQ(status.st_uid, ::geteuid());
+  }
+  ::umask(previous);
+}
+
+// Another user's process connects over loopback TCP (a forked child that drops to uid 65534):
+// the server refuses it with a warning naming the peer, and says so when no client came.
+TEST(IpiServerAddress, AnotherUsersTcpPeerIsRefusedWithAWarning) {
+  if (::geteuid() != 0) GTEST_SKIP() << "needs root to act as another user";
+  IpiServer server({IpiAddress::Kind::Inet, "127.0.0.1", 0});
+  EXPECT_FALSE(server.beyond_loopback());
+  std::vector<std::string> warnings;
+  server.set_warn([&](const std::string& line) { warnings.push_back(line); });
+  const int port = server.address().port;
+  const pid_t child = ::fork();
+  if (child == 0) {
+    // _exit only: no handlers of the parent's libraries (MPI) run in the child.
+    if (::setresgid(65534, 65534, 65534) != 0 || ::setresuid(65534, 65534, 65534) != 0) ::_exit(2);
+    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in to{};
+    to.sin_family = AF_INET;
+    to.sin_port = htons(static_cast<uint16_t>(port));
+    to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (::connect(fd, reinterpret_cast<sockaddr*>(&to), sizeof to) != 0) ::_exit(3);
+    char byte = 0;
+    ::_exit(::recv(fd, &byte, 1, 0) == 0 ? 0 : 4);  // 0: the server hung up on us
+  }
+  ASSERT_GT(child, 0);
+  try {
+    server.accept_client(2.0);
+    FAIL() << "another user's client was accepted";
+  } catch (const IpiFailure& failure) {
+    EXPECT_EQ(failure.kind(), IpiFailureKind::NeverConnected);
+    EXPECT_NE(std::string(failure.what()).find("refused 1 connection(s), the last from 127.0.0.1:"),
+              std::string::npos)
+        << failure.what();
+  }
+  int status = 0;
+  ASSERT_EQ(::waitpid(child, &status, 0), child);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0) << "child status " << status;
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("(pid unknown, uid 65534): it runs as uid 65534, not as this run's "
+                             "uid 0; waiting for the right client"),
+            std::string::npos)
+      << warnings[0];
 }
 
 TEST(IpiServerAddress, AddressInUseNonSocketAndOverlongPathAreRefused) {
