@@ -50,6 +50,19 @@ std::string address_text(const sockaddr_storage& address) {
   return "a UNIX socket";
 }
 
+// An IPv4-mapped IPv6 address (::ffff:a.b.c.d) as the IPv4 address it stands for.
+sockaddr_storage unmapped_ipv4(const sockaddr_storage& address) {
+  if (address.ss_family != AF_INET6) return address;
+  const auto* v6 = reinterpret_cast<const sockaddr_in6*>(&address);
+  if (!IN6_IS_ADDR_V4MAPPED(&v6->sin6_addr)) return address;
+  sockaddr_storage plain{};
+  auto* v4 = reinterpret_cast<sockaddr_in*>(&plain);
+  v4->sin_family = AF_INET;
+  v4->sin_port = v6->sin6_port;
+  std::memcpy(&v4->sin_addr, v6->sin6_addr.s6_addr + 12, 4);
+  return plain;
+}
+
 }  // namespace
 
 std::string describe_peer(const PeerCredentials& peer) {
@@ -155,7 +168,10 @@ PeerCredentials peer_credentials(int connected_fd) {
     }
     return peer;
   }
-  // The peer's own socket: its local address is our remote one and the other way round.
+  // The peer's own socket: its local address is our remote one and the other way round. An IPv4
+  // client of a dual-stack listener has an IPv4 socket: its entry is in /proc/net/tcp.
+  remote = unmapped_ipv4(remote);
+  local = unmapped_ipv4(local);
   const char* table = local.ss_family == AF_INET6 ? "/proc/net/tcp6" : "/proc/net/tcp";
   if (const auto uid = socket_owner_in_table(read_text(table), proc_net_address(remote),
                                              proc_net_address(local)))

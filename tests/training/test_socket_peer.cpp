@@ -176,5 +176,32 @@ TEST(SocketPeer, UidOfARealLoopbackTcpPeerIsFoundInProc) {
   EXPECT_NE(peer.address.find("127.0.0.1:"), std::string::npos) << peer.address;
 }
 
+// An IPv4 client of a dual-stack IPv6 listener (inet [::]:port): its socket is found in
+// /proc/net/tcp, not tcp6.
+TEST(SocketPeer, UidOfAnIpv4PeerOfADualStackListenerIsFound) {
+  const int listener = ::socket(AF_INET6, SOCK_STREAM, 0);
+  if (listener < 0) GTEST_SKIP() << "no IPv6 here";
+  const int off = 0;
+  ::setsockopt(listener, IPPROTO_IPV6, IPV6_V6ONLY, &off, sizeof off);
+  sockaddr_storage address = inet6("::", 0);
+  if (::bind(listener, reinterpret_cast<sockaddr*>(&address), sizeof(sockaddr_in6)) != 0) {
+    ::close(listener);
+    GTEST_SKIP() << "cannot bind [::]";
+  }
+  ASSERT_EQ(::listen(listener, 1), 0);
+  socklen_t length = sizeof address;
+  ::getsockname(listener, reinterpret_cast<sockaddr*>(&address), &length);
+  const int port = ntohs(reinterpret_cast<sockaddr_in6*>(&address)->sin6_port);
+  sockaddr_storage to = inet4("127.0.0.1", port);
+  Pair pair;
+  pair.client = ::socket(AF_INET, SOCK_STREAM, 0);
+  ASSERT_EQ(::connect(pair.client, reinterpret_cast<sockaddr*>(&to), sizeof(sockaddr_in)), 0);
+  pair.server = ::accept(listener, nullptr, nullptr);
+  ::close(listener);
+  ASSERT_GE(pair.server, 0);
+  const PeerCredentials peer = peer_credentials(pair.server);
+  EXPECT_EQ(peer.uid, static_cast<long>(::geteuid())) << peer.address;
+}
+
 }  // namespace
 }  // namespace otf
