@@ -47,7 +47,7 @@ std::string address_text(const sockaddr_storage& address) {
     std::snprintf(text, sizeof text, "[%s]:%u", host, static_cast<unsigned>(ntohs(v6->sin6_port)));
     return text;
   }
-  return "a UNIX socket";
+  return "a local process";
 }
 
 // An IPv4-mapped IPv6 address (::ffff:a.b.c.d) as the IPv4 address it stands for.
