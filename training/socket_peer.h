@@ -17,8 +17,9 @@ namespace otf {
 struct PeerCredentials {
   long pid = -1;        // -1: not known (TCP)
   long uid = -1;        // -1: not known (a TCP peer on another host)
-  std::string address;  // for messages: "pid 123, uid 1000" is added by describe_peer
+  std::string address;  // "127.0.0.1:47722", "a local process" (UNIX)
 };
+// "127.0.0.1:47722 (pid unknown, uid 1000)", for warnings.
 std::string describe_peer(const PeerCredentials& peer);
 
 // The parent pid in the text of /proc/<pid>/stat (field 4, after the parenthesised command name,
