@@ -33,10 +33,9 @@ namespace otf {
 // trained), and the position survives a restart through save()/load(), so groups stay aligned
 // with the data stream as in an uninterrupted run. A batch that throws before
 // AFTER_OPTIMIZER_STEP does not advance the count.
-// Resume caveat: a checkpoint taken mid-group (docs/design.md §8.3) holds the position but not
-// the partial gradient sum, which lives in the parameters' .grad. The resumed group then steps
-// once on the sum of its remaining micro-batches divided by N. Checkpoints on group boundaries are
-// exact.
+// A checkpoint taken mid-group (docs/design.md §8.3) holds the position here and the partial
+// gradient sum, which lives in the parameters' .grad, in the training state
+// (src/training_checkpoint.h), so the resumed group steps as the uninterrupted one does.
 class GradientAccumulationHook final : public TrainingUpdateHook, public Checkpointable {
  public:
   // The canonical bucket: before mixed precision (20) scales the loss and before clipping (30).

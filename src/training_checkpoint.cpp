@@ -61,6 +61,17 @@ std::string save_training_state(const TrainingStrategy& strategy) {
     torch::serialize::OutputArchive model_archive;
     model->save(model_archive);
     archive.write("model/" + name, model_archive);
+    // The gradients held between batches: part-way through an accumulation group they are the
+    // partial sum the group's next micro-batches add to (docs/design.md §8.3).
+    torch::serialize::OutputArchive gradient_archive;
+    bool any_gradient = false;
+    const auto parameters = model->parameters();
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      if (!parameters[i].grad().defined()) continue;
+      gradient_archive.write(std::to_string(i), parameters[i].grad());
+      any_gradient = true;
+    }
+    if (any_gradient) archive.write("gradients/" + name, gradient_archive);
   }
   const auto optimizers = strategy.optimizers();
   const auto schedulers = strategy.lr_schedulers();
@@ -94,11 +105,24 @@ void load_training_state(TrainingStrategy& strategy, const std::string& bytes) {
     torch::serialize::InputArchive model_archive;
     require(archive.try_read("model/" + name, model_archive), "no model '" + name + "' saved");
     model->load(model_archive);
+    // Absent in states saved without gradients (before the first batch, or by older builds).
+    torch::serialize::InputArchive gradient_archive;
+    if (!archive.try_read("gradients/" + name, gradient_archive)) continue;
+    auto parameters = model->parameters();
+    for (size_t i = 0; i < parameters.size(); ++i) {
+      torch::Tensor gradient;
+      if (!gradient_archive.try_read(std::to_string(i), gradient)) continue;
+      require(gradient.sizes() == parameters[i].sizes(),
+              "gradient " + std::to_string(i) + " of model '" + name + "' differs in size");
+      parameters[i].mutable_grad() = gradient.to(parameters[i].options());
+    }
   }
-  strategy.build_optimizers();
+  const int64_t optimizer_count = state_archive::read_int(archive, "optimizer_count", kKind.noun);
+  // A state saved before the first batch holds no optimizers: they were not built yet, and a
+  // strategy that has not built them either continues alike (it builds them at its first batch).
+  if (optimizer_count != 0 || strategy.optimizers_built()) strategy.build_optimizers();
   const auto optimizers = strategy.optimizers();
   const auto schedulers = strategy.lr_schedulers();
-  const int64_t optimizer_count = state_archive::read_int(archive, "optimizer_count", kKind.noun);
   require(optimizer_count == static_cast<int64_t>(optimizers.size()),
           "saved " + std::to_string(optimizer_count) + " optimizers, this run has " +
               std::to_string(optimizers.size()));

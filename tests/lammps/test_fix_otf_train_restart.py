@@ -3,6 +3,9 @@ N steps + write_restart + (a new lmp) read_restart, pair_style otf and the fix r
 same ID + N steps, in the fix's loss, validation RMSE, optimizer steps and buffer size and in the
 potential energy (the model, trained online, drives the MD). The pair style is re-issued with the
 untrained spec: the weights, descriptor statistics and energy shifts come from the restart file.
+The configurations restart in every phase (issue 35): during the statistics phase (nothing trained
+yet) while the reference drives, while the model drives, with gradient accumulation part-way,
+after labels trained on for label_steps, and in all three precisions.
 """
 from lammps_harness import expect, expect_in, main, run_lammps
 from pair_otf_common import ARGON_LJ_REFERENCE, argon_script, write_argon_spec
@@ -16,25 +19,34 @@ COLUMNS = ["PotEng", "f_t[1]", "f_t[2]", "f_t[3]", "f_t[7]", "f_t[8]", "f_t[9]",
            "f_t[11]", "f_t[13]", "f_t[14]", "f_t[15]"]
 
 
-# The second configuration restarts drive auto's state (who drives, its counters) and the states
-# of a learning-rate schedule, gradient accumulation and EMA; with these thresholds the model
-# takes over before the restart and uncertain checks are labelled after it.
+# Each configuration: its keywords, and whether optimizer steps precede the restart. "auto"
+# restarts drive auto's state (who drives, its counters) and the states of a learning-rate
+# schedule, gradient accumulation and EMA; with these thresholds the model takes over before the
+# restart and uncertain checks are labelled after it. "statistics" restarts in the statistics
+# phase with the default policy (the reference drives; training starts after the restart: the
+# restart file holds no optimizer yet). "reference-fp16" restarts with a GradScaler and an
+# accumulation group part-way (3 batches per step, 2 per label); "accuracy-bf16" after labels
+# trained on in rounds (label_steps) under bfloat16 autocast.
 FIXES = {
-    "model": "drive model",
-    "auto": ("drive auto thresholds 1.5 3.6 6.0 check_every 3 lr_schedule step 5 0.9 accumulate 2 "
-             "ema 0.9"),
+    "model": ("stats_frames 2 drive model", True),
+    "auto": ("stats_frames 2 drive auto thresholds 1.5 3.6 6.0 check_every 3 lr_schedule step 5 "
+             "0.9 accumulate 2 ema 0.9", True),
+    "statistics": ("stats_frames 14", False),
+    "reference-fp16": ("stats_frames 2 drive reference precision fp16 scale_init 256 accumulate 3", True),
+    "accuracy-bf16": ("stats_frames 2 precision bf16 accuracy 0.05 0.002 min_labels 2 "
+                      "label_steps 8 accumulate 3", True),
 }
 
 
 def test(ctx):
     spec = write_argon_spec(ctx)
-    for label, keywords in FIXES.items():
+    for label, (keywords, trained_before) in FIXES.items():
         fix = (f"{ARGON_LJ_REFERENCE} every 2 steps_per_frame 2 batch 2 lr 3e-3 validation 0.3 "
-               f"stats_frames 2 buffer 6 {keywords}")
-        check_restart(ctx, spec, label, fix)
+               f"buffer 6 {keywords}")
+        check_restart(ctx, spec, label, fix, trained_before)
 
 
-def check_restart(ctx, spec, label, fix):
+def check_restart(ctx, spec, label, fix, trained_before):
     whole = run_lammps(ctx, argon_script(ctx, spec, fix=fix, steps=2 * N, thermo=2,
                                              extra=NEIGHBORS),
                        name=f"in.whole-{label}")
@@ -55,7 +67,10 @@ def check_restart(ctx, spec, label, fix):
     restarted = {int(row["Step"]): row for row in second.thermo[-1]}
     expect(sorted(reference) == sorted(restarted),
            f"steps differ: {sorted(reference)} vs {sorted(restarted)}")
-    expect(first.last("f_t[7]") > 0, "no optimizer step before the restart")
+    if trained_before:
+        expect(first.last("f_t[7]") > 0, "no optimizer step before the restart")
+    else:
+        expect(first.last("f_t[7]") == 0, f"{label}: training started before the restart")
     expect(reference[2 * N]["f_t[7]"] > first.last("f_t[7]"), "no optimizer step after it")
     worst = 0.0
     for step in sorted(reference):
