@@ -97,6 +97,11 @@ class FixOTFTrain::FrameSource : public otf::MdFrameSource {
 
   double *force_uncertainty_per_atom() override { return fix_.force_uncertainty_; }
 
+  void drive_with(const std::vector<double> &owned_forces) override
+  {
+    std::copy(owned_forces.begin(), owned_forces.end(), fix_.atom->f[0]);
+  }
+
  private:
   FixOTFTrain &fix_;
 };

@@ -76,6 +76,14 @@ LabelJournalWriter& LabelJournalWriter::operator=(LabelJournalWriter&& other) no
   return *this;
 }
 
+int64_t LabelJournalWriter::size_bytes() const {
+  struct stat status {};
+  if (::fstat(fd_, &status) != 0)
+    throw std::runtime_error("cannot read the size of " + quoted_path(path_) + ": " +
+                             system_reason(errno));
+  return static_cast<int64_t>(status.st_size);
+}
+
 void LabelJournalWriter::append(const LabelledFrame& frame) {
   const std::string where = quoted_path(path_) + ", label of step " + std::to_string(frame.step);
   if (fd_ < 0) throw std::logic_error(where + ": the writer was moved from");

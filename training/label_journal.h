@@ -35,6 +35,8 @@ class LabelJournalWriter {
 
   const std::string& path() const { return path_; }
   int64_t frames_written() const { return frames_written_; }  // by this writer
+  // The file's size in bytes (every frame appended so far, whole). Throws std::runtime_error.
+  int64_t size_bytes() const;
   bool dropped_cut_short_frame() const { return dropped_cut_short_frame_; }
 
  private:

@@ -6,12 +6,14 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <optional>
 #include <utility>
 #include <vector>
 
 #include "frame_gather.h"
-#include "keywords.h"
 #include "frame_intake.h"
+#include "journal_replay.h"
+#include "keywords.h"
 #include "label_journal.h"
 #include "learning_log.h"
 #include "model_spec.h"
@@ -129,6 +131,7 @@ void OnTheFlyTrainer::on_step(int64_t step, MdFrameSource& md) {
       }
     }
   }
+  if (replay_) learn_missed_labels(step, false);
   const StepPlan plan = policy_.plan_step(step);
   if (plan.reference_forces) {
     ReferenceLabel label;
@@ -237,6 +240,23 @@ bool OnTheFlyTrainer::ask_reference(int64_t step, MdFrameSource& md, ReferenceUs
     return false;
   }
   const ReferenceConfiguration configuration = md.reference_configuration();
+  if (first_time && replay_) {
+    // Resumed after a kill: the killed run paid for this label and journalled it.
+    std::optional<ReferenceLabel> journalled = replay_->take(configuration);
+    if (journalled) {
+      label = std::move(*journalled);
+      if (replay_->pending() == 0) replay_.reset();
+      if (use == ReferenceUse::Drive) md.drive_with(label.owned_forces);
+      ++counters_.reference_calls;
+      if (budget_spent() && settings_.budget_stops_run && stop_reason_.empty())
+        stop_reason_ = "the reference-call budget (max_calls " +
+                       std::to_string(settings_.max_reference_calls) + ") is spent";
+      return true;
+    }
+    // The MD went another way: the journal's later frames cannot be reached, and a new call
+    // must follow them in the journal.
+    learn_missed_labels(step, true);
+  }
   try {
     Stopwatch timing(counters_.reference_seconds);
     label = reference_.label(configuration, use);
@@ -260,6 +280,28 @@ bool OnTheFlyTrainer::ask_reference(int64_t step, MdFrameSource& md, ReferenceUs
     record_label(step, configuration, label,
                  uncertainty_measured ? md.force_uncertainty_per_atom() : nullptr);
   return true;
+}
+
+void OnTheFlyTrainer::learn_missed_labels(int64_t step, bool every_one) {
+  const std::vector<LabelledFrame> missed = replay_->take_missed(step, every_one);
+  for (const LabelledFrame& frame : missed) {
+    ++counters_.reference_calls;
+    ReferenceLabel label;  // whole on rank 0, for the outlier guard
+    label.energy = frame.energy;
+    label.virial = frame.virial;
+    if (rank_ == 0) label.owned_forces = frame.forces;
+    if (!label_is_learnable(frame.step, label)) continue;
+    Stopwatch timing(counters_.training_seconds);
+    agreed("learning the journal's label of step " + std::to_string(frame.step), [&] {
+      learn_whole_frame(*session_, rank_ == 0 ? &frame : nullptr, world_);
+      session_->validate();
+    });
+  }
+  if (!missed.empty() && rank_ == 0 && messages_.log)
+    messages_.log("step " + std::to_string(step) + ": " + std::to_string(missed.size()) +
+                  " journalled label(s) the resumed MD did not reach again learned from the "
+                  "journal (no new reference call)");
+  if (replay_->pending() == 0) replay_.reset();
 }
 
 void OnTheFlyTrainer::record_label(int64_t step, const ReferenceConfiguration& configuration,
@@ -588,6 +630,15 @@ std::string OnTheFlyTrainer::save_restart(int64_t step) {
         static_cast<std::size_t>(sizes[static_cast<std::size_t>(p)])));
   restart.policy = policy_.state();
   restart.counters = counters_;
+  // Frames still to be replayed stay after the recorded point, so a resume from this file
+  // replays them too.
+  try {
+    restart.counters.journal_bytes = replay_    ? replay_->next_offset()
+                                     : journal_ ? journal_->size_bytes()
+                                                : -1;
+  } catch (const std::exception&) {
+    restart.counters.journal_bytes = -1;  // no replay from this file; the journal keeps its labels
+  }
   restart.calibration = calibration_.encode();
   return encode_restart(restart);
 }
@@ -596,6 +647,22 @@ std::string OnTheFlyTrainer::load_restart(const TrainerRestart& restart) {
   policy_.restore(restart.policy);
   counters_ = restart.counters;
   restored_step_ = restart.policy.last_counted_step;
+  replay_.reset();
+  if (journal_enabled() && restart.counters.journal_bytes >= 0) {
+    // Collective; throws TrainingError alike on every rank.
+    replay_ =
+        std::make_unique<JournalReplay>(settings_.journal_path, restart.counters.journal_bytes,
+                                        restart.counters.reference_calls, world_);
+    if (replay_->pending() == 0) {
+      replay_.reset();
+    } else if (rank_ == 0 && messages_.log) {
+      messages_.log(
+          "label journal " + settings_.journal_path + ": " + std::to_string(replay_->pending()) +
+          " label(s) journalled after the restart file (steps " +
+          std::to_string(replay_->first_step()) + " to " + std::to_string(replay_->last_step()) +
+          ") are replayed as the MD reaches them, without new reference calls");
+    }
+  }
   if (!restart.calibration.empty())
     agreed("cannot restore the error calibration from the restart file",
            [&] { calibration_.decode(restart.calibration); });

@@ -23,6 +23,7 @@
 
 namespace otf {
 
+class JournalReplay;
 class LabelJournalWriter;
 class LearningLog;
 
@@ -39,6 +40,9 @@ class MdFrameSource {
   virtual ReferenceConfiguration reference_configuration() = 0;
   // Where the per-atom force uncertainty of the owned atoms goes ([num_local]).
   virtual double* force_uncertainty_per_atom() = 0;
+  // Makes these the MD forces of the step's owned atoms ([num_local][3]): a label the journal
+  // held, replayed while the reference drives (training/journal_replay.h).
+  virtual void drive_with(const std::vector<double>& owned_forces) = 0;
 };
 
 struct TrainerSettings {
@@ -146,6 +150,9 @@ class OnTheFlyTrainer {
   // reference drives.
   bool ask_reference(int64_t step, MdFrameSource& md, ReferenceUse use, bool first_time,
                      bool uncertainty_measured, ReferenceLabel& label);
+  // Resuming after a kill: the journal's frames the resumed MD went past are learned (counted as
+  // the reference calls they were); with every_one, all that are left.
+  void learn_missed_labels(int64_t step, bool every_one);
   void record_label(int64_t step, const ReferenceConfiguration& configuration,
                     const ReferenceLabel& label, const double* uncertainty);
   bool journal_enabled() const;
@@ -190,6 +197,7 @@ class OnTheFlyTrainer {
   bool run_started_ = false;        // the first on_step() of this trainer has happened
   bool restored_ = false;           // the state came from a restart file
   std::unique_ptr<LabelJournalWriter> journal_;  // rank 0, with a journal path
+  std::unique_ptr<JournalReplay> replay_;        // resumed from a restart file with a journal
   std::unique_ptr<LearningLog> learning_log_;      // rank 0, with a learning log path
   int64_t restored_step_ = -1;                     // the step of the restart file, if any
   std::string stop_reason_;

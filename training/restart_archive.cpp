@@ -22,6 +22,7 @@ constexpr std::size_t kHeaderSize = sizeof(kTag) + sizeof(uint32_t) + sizeof(uin
 constexpr int kWithReferenceTimes = 1;  // skipped labels, reference and training wall times
 constexpr int kWithCalibration = 2;     // accuracy mode's errors and calibration
 constexpr int kWithOutlierGuard = 3;    // the outlier guard's counters
+constexpr int kWithJournalOffset = 4;   // the label journal's size (resuming after a kill)
 
 // Every rank's replay buffer part: a count, then one byte string per rank.
 archive::Field<TrainerRestart> rank_buffers_field() {
@@ -86,6 +87,7 @@ const std::vector<archive::Field<TrainerRestart>>& restart_fields() {
       counter_field("learned_labels", &C::learned_labels, kWithOutlierGuard),
       counter_field("largest_learned_force", &C::largest_learned_force, kWithOutlierGuard),
       counter_field("refused_labels_in_row", &C::refused_labels_in_row, kWithOutlierGuard),
+      counter_field("journal_bytes", &C::journal_bytes, kWithJournalOffset),
       archive::field<TrainerRestart>(
           "calibration", [](auto& r) -> auto& { return r.calibration; }, kWithCalibration),
       archive::field<TrainerRestart>("session", [](auto& r) -> auto& { return r.session; }),

@@ -40,6 +40,10 @@ struct TrainerCounters {
   int64_t learned_labels = 0;
   double largest_learned_force = 0.0;
   int64_t refused_labels_in_row = 0;
+  // The label journal's size in bytes when the restart file was written (-1: no journal, or a
+  // restart file from before this field): a run resumed from it replays the journal's frames
+  // after that point (training/journal_replay.h).
+  int64_t journal_bytes = -1;
 };
 
 struct TrainerRestart {

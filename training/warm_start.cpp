@@ -15,6 +15,44 @@
 
 namespace otf {
 
+void learn_whole_frame(TrainingSession& session, const LabelledFrame* whole, MPI_Comm world) {
+  FramePart part;
+  std::unique_ptr<PeriodicSystem> system;
+  std::vector<int> owners;
+  if (whole != nullptr) {
+    const LabelledFrame& frame = *whole;
+    const ModelSpec& spec = session.potential()->spec();
+    PeriodicConfiguration configuration;
+    for (int a = 0; a < 3; ++a)
+      for (int d = 0; d < 3; ++d)
+        configuration.cell[static_cast<std::size_t>(a)][static_cast<std::size_t>(d)] =
+            frame.cell[static_cast<std::size_t>(3 * a + d)];
+    configuration.positions = frame.positions;
+    for (const std::string& symbol : frame.symbols)
+      configuration.species.push_back(static_cast<int>(spec.species_index(symbol)));
+    system = std::make_unique<PeriodicSystem>(configuration, spec.cutoff);
+    part.system = system->view();
+    owners = owner_centres(part.system, system->owner());
+    part.owned_forces = frame.forces.data();
+    part.owner_centre = owners.data();
+    part.energy = frame.energy;
+    part.virial = frame.virial;
+    const auto& c = configuration.cell;
+    part.volume = std::abs(c[0][0] * (c[1][1] * c[2][2] - c[1][2] * c[2][1]) -
+                           c[0][1] * (c[1][0] * c[2][2] - c[1][2] * c[2][0]) +
+                           c[0][2] * (c[1][0] * c[2][1] - c[1][1] * c[2][0]));
+    part.atoms_in_frame = frame.num_atoms();
+  }
+  MPI_Bcast(&part.energy, 1, MPI_DOUBLE, 0, world);
+  MPI_Bcast(part.virial.data(), 6, MPI_DOUBLE, 0, world);
+  MPI_Bcast(&part.volume, 1, MPI_DOUBLE, 0, world);
+  long long atoms = part.atoms_in_frame;
+  MPI_Bcast(&atoms, 1, MPI_LONG_LONG, 0, world);
+  part.atoms_in_frame = atoms;
+  session.add_frame(part);
+  session.train();
+}
+
 std::string warm_start(TrainingSession& session, const std::vector<std::string>& paths,
                        const std::string& unit_style, MPI_Comm world) {
   int rank = 0;
@@ -60,41 +98,7 @@ std::string warm_start(TrainingSession& session, const std::vector<std::string>&
   MPI_Bcast(&count, 1, MPI_LONG_LONG, 0, world);
   for (long long k = 0; k < count; ++k) {
     agreed_or_throw(world, "warm start, frame " + std::to_string(k + 1), [&] {
-      FramePart part;
-      std::unique_ptr<PeriodicSystem> system;
-      std::vector<int> owners;
-      if (rank == 0) {
-        const LabelledFrame& frame = frames[static_cast<std::size_t>(k)];
-        const ModelSpec& spec = session.potential()->spec();
-        PeriodicConfiguration configuration;
-        for (int a = 0; a < 3; ++a)
-          for (int d = 0; d < 3; ++d)
-            configuration.cell[static_cast<std::size_t>(a)][static_cast<std::size_t>(d)] =
-                frame.cell[static_cast<std::size_t>(3 * a + d)];
-        configuration.positions = frame.positions;
-        for (const std::string& symbol : frame.symbols)
-          configuration.species.push_back(static_cast<int>(spec.species_index(symbol)));
-        system = std::make_unique<PeriodicSystem>(configuration, spec.cutoff);
-        part.system = system->view();
-        owners = owner_centres(part.system, system->owner());
-        part.owned_forces = frame.forces.data();
-        part.owner_centre = owners.data();
-        part.energy = frame.energy;
-        part.virial = frame.virial;
-        const auto& c = configuration.cell;
-        part.volume = std::abs(c[0][0] * (c[1][1] * c[2][2] - c[1][2] * c[2][1]) -
-                               c[0][1] * (c[1][0] * c[2][2] - c[1][2] * c[2][0]) +
-                               c[0][2] * (c[1][0] * c[2][1] - c[1][1] * c[2][0]));
-        part.atoms_in_frame = frame.num_atoms();
-      }
-      MPI_Bcast(&part.energy, 1, MPI_DOUBLE, 0, world);
-      MPI_Bcast(part.virial.data(), 6, MPI_DOUBLE, 0, world);
-      MPI_Bcast(&part.volume, 1, MPI_DOUBLE, 0, world);
-      long long atoms = part.atoms_in_frame;
-      MPI_Bcast(&atoms, 1, MPI_LONG_LONG, 0, world);
-      part.atoms_in_frame = atoms;
-      session.add_frame(part);
-      session.train();
+      learn_whole_frame(session, rank == 0 ? &frames[static_cast<std::size_t>(k)] : nullptr, world);
     });
   }
   if (count > 0) agreed_or_throw(world, "warm start, validation", [&] { session.validate(); });

@@ -12,6 +12,7 @@
 namespace otf {
 
 class TrainingSession;
+struct LabelledFrame;
 
 // Collective. Rank 0 reads the files and holds each frame whole (its periodic images folded); the
 // other ranks hold empty parts of the same frames, so the data-parallel sums stay exact. Frames
@@ -19,5 +20,9 @@ class TrainingSession;
 // every rank. Returns the log line (meaningful on rank 0).
 std::string warm_start(TrainingSession& session, const std::vector<std::string>& paths,
                        const std::string& unit_style, MPI_Comm world);
+
+// Collective: adds one labelled frame, held whole by rank 0 (`whole`; null on the other ranks,
+// which hold empty parts of it), to the replay buffer and trains on it. Throws std::exception.
+void learn_whole_frame(TrainingSession& session, const LabelledFrame* whole, MPI_Comm world);
 
 }  // namespace otf

@@ -133,6 +133,11 @@ class TestFrameSource : public MdFrameSource {
     return uncertainty.data();
   }
   std::vector<double> uncertainty;
+  // The forces a replayed journal label drove with (training/journal_replay.h).
+  void drive_with(const std::vector<double>& owned_forces) override {
+    driven_forces = owned_forces;
+  }
+  std::vector<double> driven_forces;
 };
 
 }  // namespace otf::testing
