@@ -178,6 +178,40 @@ def test(ctx):
               f"{last['f_t[8]']:.0f}, optimizer steps {last['f_t[7]']:.0f} as uninterrupted")
     expect(sum(1 for n in replayed if n > 0) >= KILLS // 2,
            f"too few kills left labels to replay after the last restart file: {replayed}")
+    check_other_path(ctx, spec, rng)
+
+
+def check_other_path(ctx, spec, rng):
+    """A resumed run whose MD goes another way (the velocities scaled after read_restart) reaches
+    none of the journalled configurations: those labels are learned from the journal all the
+    same, counted once, and the new calls follow them in the journal."""
+    w = ctx.workdir
+    clean(w)
+    # Labels 28 to 42 are those of steps 61 to 75 (between two restart files); the kill comes a
+    # few labels after the one waited for.
+    killed_run(ctx, spec, rng.randint(29, 35), 0.0)
+    restart = restart_files(w)[-1]
+    restart_step = int(re.fullmatch(r"r\.(\d+)\.restart", restart.name).group(1))
+    killed_frames = read_journal(w / "journal.extxyz")
+    after = [f for f in killed_frames if f["step"] > restart_step]
+    expect(after, "the kill left no label after the last restart file")
+    script = resume_script(ctx, spec, restart.name).replace(
+        "fix nve all nve\n", "fix nve all nve\nvelocity all scale 75\n")
+    resumed = run_lammps(ctx, script, name="in.resume-other")
+    expect_in(f"{len(after)} label(s) journalled after the restart file", resumed.log)
+    expect_in("journalled label(s) the resumed MD did not reach again learned from the journal",
+              resumed.log)
+    frames = read_journal(w / "journal.extxyz")
+    calls = [int(f["info"]["call"]) for f in frames]
+    expect(calls == list(range(1, len(frames) + 1)),
+           f"call numbers not 1..{len(frames)} in order: {calls}")
+    expect(frames[:len(killed_frames)] == killed_frames, "the killed run's labels changed")
+    last = resumed.thermo[-1][-1]
+    expect(last["f_t[9]"] == len(frames),
+           f"{last['f_t[9]']} reference calls counted, {len(frames)} journalled")
+    print(f"np {ctx.np}: another path after the restart at step {restart_step}: {len(after)} "
+          f"journalled labels learned from the journal, {len(frames) - len(killed_frames)} new "
+          f"calls after them; {len(frames)} calls counted and journalled once each")
 
 
 if __name__ == "__main__":
