@@ -23,12 +23,16 @@ class JournalReplay {
   // resumed MD repeats the killed one bitwise when its neighbour lists and ranks are the same.
   static constexpr double kPositionTolerance = 1e-6;
 
-  // Collective. Rank 0 reads the journal from byte `offset` on (its size when the restart file was
-  // written) and every rank gets its frames. They must continue the restart's reference calls
-  // (call numbers calls_at_restart + 1, + 2, ...): otherwise, or when the file is shorter than
-  // `offset`, throws std::runtime_error on every rank saying which journal does not continue it.
+  // Collective. Rank 0 reads the journal (its size was `offset` when the restart file was written)
+  // and every rank gets the frames from `offset` on, and the last frame before it (the restart
+  // step's, when the reference drove it: LAMMPS' setup of the continued run evaluates that step
+  // again). The frames after `offset` must continue the restart's reference calls (call numbers
+  // calls_at_restart + 1, + 2, ...): otherwise, or when `offset` is not where a frame ends,
+  // throws std::runtime_error on every rank saying which journal does not continue it.
   JournalReplay(const std::string& path, int64_t offset, int64_t calls_at_restart, MPI_Comm world);
 
+  // Nothing left to serve.
+  bool finished() const { return frames_.empty() && !restart_frame_; }
   // Frames not yet replayed, and the steps of the first and last of them.
   int64_t pending() const { return static_cast<int64_t>(frames_.size()); }
   int64_t first_step() const { return frames_.empty() ? -1 : frames_.front().frame.step; }
@@ -41,6 +45,9 @@ class JournalReplay {
   // atoms at the same positions), the rank's owned atoms in its order, taken out of the replay.
   // Otherwise nullopt, and a frame of this step that does not match is taken out as missed.
   std::optional<ReferenceLabel> take(const ReferenceConfiguration& configuration);
+  // Collective: for the repeated evaluation of the restart step, the label of the last frame
+  // before the restart file's point when it holds this configuration (served once).
+  std::optional<ReferenceLabel> take_repeated(const ReferenceConfiguration& configuration);
   // Frames the resumed MD went past without asking for them (before `step`), and with every_one
   // all of them (a new reference call makes the rest unreachable): whole, on every rank.
   std::vector<LabelledFrame> take_missed(int64_t step, bool every_one = false);
@@ -50,7 +57,12 @@ class JournalReplay {
     LabelledFrame frame;
     int64_t offset = 0;  // of the frame's first byte in the journal
   };
+  // Collective: the frame's label in the rank's atom order when it holds this configuration.
+  std::optional<ReferenceLabel> label_if_same(const LabelledFrame& frame,
+                                              const ReferenceConfiguration& configuration) const;
+
   MPI_Comm world_;
+  std::optional<LabelledFrame> restart_frame_;
   std::deque<Entry> frames_;
   std::vector<LabelledFrame> missed_;
   int64_t end_offset_ = 0;

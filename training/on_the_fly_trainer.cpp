@@ -245,7 +245,7 @@ bool OnTheFlyTrainer::ask_reference(int64_t step, MdFrameSource& md, ReferenceUs
     std::optional<ReferenceLabel> journalled = replay_->take(configuration);
     if (journalled) {
       label = std::move(*journalled);
-      if (replay_->pending() == 0) replay_.reset();
+      if (replay_->finished()) replay_.reset();
       if (use == ReferenceUse::Drive) md.drive_with(label.owned_forces);
       ++counters_.reference_calls;
       if (budget_spent() && settings_.budget_stops_run && stop_reason_.empty())
@@ -256,6 +256,20 @@ bool OnTheFlyTrainer::ask_reference(int64_t step, MdFrameSource& md, ReferenceUs
     // The MD went another way: the journal's later frames cannot be reached, and a new call
     // must follow them in the journal.
     learn_missed_labels(step, true);
+  } else if (replay_ && use == ReferenceUse::Drive) {
+    // LAMMPS' setup of the continued run evaluates the restart step again: the journal has its
+    // forces (a repeated call is not counted either way).
+    std::optional<ReferenceLabel> journalled = replay_->take_repeated(configuration);
+    if (replay_->finished()) replay_.reset();
+    if (journalled) {
+      label = std::move(*journalled);
+      md.drive_with(label.owned_forces);
+      if (rank_ == 0 && messages_.log)
+        messages_.log("step " + std::to_string(step) +
+                      ": the restart step's forces come from the label journal (no new reference "
+                      "call)");
+      return true;
+    }
   }
   try {
     Stopwatch timing(counters_.reference_seconds);
@@ -301,7 +315,7 @@ void OnTheFlyTrainer::learn_missed_labels(int64_t step, bool every_one) {
     messages_.log("step " + std::to_string(step) + ": " + std::to_string(missed.size()) +
                   " journalled label(s) the resumed MD did not reach again learned from the "
                   "journal (no new reference call)");
-  if (replay_->pending() == 0) replay_.reset();
+  if (replay_->finished()) replay_.reset();
 }
 
 void OnTheFlyTrainer::record_label(int64_t step, const ReferenceConfiguration& configuration,
@@ -653,9 +667,9 @@ std::string OnTheFlyTrainer::load_restart(const TrainerRestart& restart) {
     replay_ =
         std::make_unique<JournalReplay>(settings_.journal_path, restart.counters.journal_bytes,
                                         restart.counters.reference_calls, world_);
-    if (replay_->pending() == 0) {
+    if (replay_->finished()) {
       replay_.reset();
-    } else if (rank_ == 0 && messages_.log) {
+    } else if (replay_->pending() > 0 && rank_ == 0 && messages_.log) {
       messages_.log(
           "label journal " + settings_.journal_path + ": " + std::to_string(replay_->pending()) +
           " label(s) journalled after the restart file (steps " +

@@ -58,6 +58,14 @@ TEST(JournalReplay, ServesTheFramesAfterTheRestartOnceInTheRanksOrder) {
   EXPECT_EQ(replay.last_step(), 14);
   EXPECT_EQ(replay.next_offset(), offset);
 
+  // The restart step evaluated again (LAMMPS' setup): the last frame before the restart, once.
+  const LabelledFrame ten = frame_of_call(10, 1);
+  Configuration at_ten(ten);
+  const auto repeated = replay.take_repeated(at_ten.view);
+  ASSERT_TRUE(repeated.has_value());
+  EXPECT_EQ(repeated->owned_forces[0], ten.forces[6]);
+  EXPECT_FALSE(replay.take_repeated(at_ten.view).has_value());
+
   const LabelledFrame eleven = frame_of_call(11, 2);
   Configuration at_eleven(eleven);
   at_eleven.view.step = 10;
@@ -83,6 +91,7 @@ TEST(JournalReplay, ServesTheFramesAfterTheRestartOnceInTheRanksOrder) {
   ASSERT_EQ(missed.size(), 1u);
   EXPECT_EQ(missed.front().step, 14);
   EXPECT_EQ(replay.pending(), 0);
+  EXPECT_TRUE(replay.finished());
 }
 
 TEST(JournalReplay, RefusesAJournalThatDoesNotContinueTheRestartFile) {
@@ -100,6 +109,8 @@ TEST(JournalReplay, RefusesAJournalThatDoesNotContinueTheRestartFile) {
     EXPECT_NE(std::string(e.what()).find("expected 3"), std::string::npos) << e.what();
   }
   EXPECT_THROW(JournalReplay(path.str(), 1 << 20, 0, MPI_COMM_WORLD), std::runtime_error);
+  // Not where a frame ends.
+  EXPECT_THROW(JournalReplay(path.str(), 5, 0, MPI_COMM_WORLD), std::runtime_error);
 }
 
 }  // namespace
