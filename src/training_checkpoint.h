@@ -16,9 +16,11 @@ class TrainingStrategy;
 // Bumped when the layout changes; a newer file is refused with a message saying so.
 constexpr int kTrainingCheckpointFormat = 1;
 
-// In memory (LAMMPS restart files embed it). load builds the strategy's optimizers first, so the
-// strategy must be configured as the saved one was (same models, optimizers, schedules and hooks,
-// in the same order); a mismatch is an exception naming what differs.
+// In memory (LAMMPS restart files embed it). load builds the strategy's optimizers first (unless
+// the state was saved before any were built and this strategy has built none either: then both
+// build them at their first batch), so the strategy must be configured as the saved one was (same
+// models, optimizers, schedules and hooks, in the same order); a mismatch is an exception naming
+// what differs. The gradients held between batches are saved too (an accumulation group part-way).
 std::string save_training_state(const TrainingStrategy& strategy);
 void load_training_state(TrainingStrategy& strategy, const std::string& bytes);
 
