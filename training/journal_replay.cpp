@@ -19,7 +19,14 @@ std::vector<std::size_t> frame_starts(const std::string& text) {
   std::size_t at = 0;
   while (at < text.size()) {
     starts.push_back(at);
-    const long long atoms = std::stoll(text.substr(at, text.find('\n', at) - at));
+    long long atoms = -1;
+    try {
+      atoms = std::stoll(text.substr(at, text.find('\n', at) - at));
+    } catch (const std::exception&) {
+    }
+    if (atoms < 0)
+      throw std::runtime_error("its text at byte " + std::to_string(at) +
+                               " is not an extxyz frame (no atom count)");
     for (long long line = 0; line < atoms + 2 && at < text.size(); ++line) {
       const std::size_t end = text.find('\n', at);
       at = end == std::string::npos ? text.size() : end + 1;
@@ -35,7 +42,12 @@ std::string journal_tail(const std::string& path, int64_t offset, int64_t& tail_
   std::ifstream in(path, std::ios::binary);
   if (!in) throw std::runtime_error("cannot read the label journal '" + path + "'");
   const std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  const std::vector<std::size_t> starts = frame_starts(text);
+  std::vector<std::size_t> starts;
+  try {
+    starts = frame_starts(text);
+  } catch (const std::runtime_error& e) {
+    throw std::runtime_error("the label journal '" + path + "': " + e.what());
+  }
   tail_start = offset;
   bool boundary = offset == static_cast<int64_t>(text.size());
   for (std::size_t k = 0; k < starts.size(); ++k) {
