@@ -19,7 +19,7 @@ from pair_otf_common import ARGON_LJ_REFERENCE, write_argon_spec
 
 STEPS = 80
 RESTART_EVERY = 15
-KILLS = 6  # per rank count: 12 kill points over the np 1 and np 2 tests
+KILLS = 10  # per rank count: 10 kill points on 1 rank and 10 on 2 ranks (issue 35)
 # The reference drives first (a call on every step), then the model with checks and labels.
 FIX = (f"{ARGON_LJ_REFERENCE} every 2 steps_per_frame 2 batch 2 lr 3e-3 validation 0.3 "
        "stats_frames 2 buffer 6 drive auto thresholds 1.5 3.6 6.0 check_every 3 accumulate 3 "
