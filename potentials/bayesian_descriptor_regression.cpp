@@ -6,21 +6,11 @@
 #include <string>
 #include <utility>
 
+#include "bayesian_evidence.h"
 #include "neighbor_graph.h"
 
 namespace otf {
 
-namespace {
-
-// Weak prior precision (eV^-2) on the per-element bias: the energy zero is the data's, not the
-// prior's, but an element without labelled atoms keeps a defined (zero) bias.
-constexpr double kBiasPrecision = 1e-6;
-// Bounds that keep A positive definite when a target is fitted exactly (force noise of 1e-5 eV/A,
-// weights of standard deviation 1e5 in standardised units).
-constexpr double kMaxNoisePrecision = 1e10;
-constexpr double kMinPriorPrecision = 1e-10;
-
-}  // namespace
 
 void BayesianRegressionOptions::check() const {
   if (degree != 1 && degree != 2) {
@@ -194,90 +184,34 @@ void BayesianDescriptorRegression::fit() {
   }
 
   // Normal equations of the force rows and of the per-atom energy rows.
-  const int64_t parameters = num_parameters();
-  torch::Tensor gram_force = torch::zeros({parameters, parameters}, torch::kFloat64);
-  torch::Tensor gram_energy = torch::zeros_like(gram_force);
-  torch::Tensor moment_force = torch::zeros({parameters}, torch::kFloat64);
-  torch::Tensor moment_energy = torch::zeros_like(moment_force);
-  double squares_force = 0.0, squares_energy = 0.0;
-  double count_force = 0.0;
-  const double count_energy = static_cast<double>(frames_.size());
+  NormalEquations equations(num_parameters());
   for (const Labelled& labelled : frames_) {
     const RegressionRows r = rows(labelled.frame);
     const double atoms = static_cast<double>(labelled.frame.features.size(0));
     const torch::Tensor energy_row = r.energy_row / atoms;
     const double energy_per_atom = labelled.energy / atoms;
-    gram_force += r.force_rows.t().mm(r.force_rows);
-    moment_force += r.force_rows.t().mv(labelled.forces);
-    squares_force += labelled.forces.dot(labelled.forces).item<double>();
-    count_force += static_cast<double>(labelled.forces.numel());
-    gram_energy += torch::outer(energy_row, energy_row);
-    moment_energy += energy_row * energy_per_atom;
-    squares_energy += energy_per_atom * energy_per_atom;
+    equations.gram_force += r.force_rows.t().mm(r.force_rows);
+    equations.moment_force += r.force_rows.t().mv(labelled.forces);
+    equations.squares_force += labelled.forces.dot(labelled.forces).item<double>();
+    equations.count_force += static_cast<double>(labelled.forces.numel());
+    equations.gram_energy += torch::outer(energy_row, energy_row);
+    equations.moment_energy += energy_row * energy_per_atom;
+    equations.squares_energy += energy_per_atom * energy_per_atom;
+    equations.count_energy += 1.0;
   }
 
   // Weights under the prior: every column but each element's bias.
-  torch::Tensor weighted = torch::ones({num_species, block_size()}, torch::kFloat64);
-  weighted.select(1, 0).zero_();
-  weighted = weighted.flatten();
-  const double weighted_count = weighted.sum().item<double>();
-
-  const double length_squared = options_.energy_length * options_.energy_length;
-  double alpha = 1.0;
-  double beta_force = count_force / std::max(squares_force, 1e-12);
-  beta_force = std::min(beta_force, kMaxNoisePrecision);
-  double beta_energy = beta_force / length_squared;
-  torch::Tensor mean, covariance;
-  for (int iteration = 0; iteration < options_.evidence_iterations; ++iteration) {
-    const torch::Tensor prior = weighted * alpha + (1.0 - weighted) * kBiasPrecision;
-    const torch::Tensor precision =
-        gram_force * beta_force + gram_energy * beta_energy + torch::diag(prior);
-    const torch::Tensor factor = torch::linalg_cholesky(precision);
-    mean = torch::cholesky_solve(
-               (moment_force * beta_force + moment_energy * beta_energy).unsqueeze(1), factor)
-               .squeeze(1);
-    covariance = torch::cholesky_inverse(factor);
-    const double gamma_prior =
-        weighted_count - alpha * (covariance.diagonal() * weighted).sum().item<double>();
-    const double gamma_force = beta_force * (covariance * gram_force).sum().item<double>();
-    const double gamma_energy = beta_energy * (covariance * gram_energy).sum().item<double>();
-    const double residual_force =
-        std::max(squares_force - 2.0 * mean.dot(moment_force).item<double>() +
-                     mean.dot(gram_force.mv(mean)).item<double>(),
-                 1e-30);
-    const double residual_energy =
-        std::max(squares_energy - 2.0 * mean.dot(moment_energy).item<double>() +
-                     mean.dot(gram_energy.mv(mean)).item<double>(),
-                 0.0);
-    const double weight_norm = (mean * mean * weighted).sum().item<double>();
-    const double next_alpha =
-        std::max(gamma_prior / std::max(weight_norm, 1e-300), kMinPriorPrecision);
-    const double next_beta_force =
-        std::min(std::max(count_force - gamma_force, 1.0) / residual_force, kMaxNoisePrecision);
-    // One pseudo-observation of per-atom energy residual (force noise x energy_length)^2.
-    const double next_beta_energy =
-        std::min((std::max(count_energy - gamma_energy, 0.0) + 1.0) /
-                     (residual_energy + length_squared / next_beta_force),
-                 kMaxNoisePrecision / length_squared);
-    const bool converged = std::abs(next_alpha - alpha) <= 1e-6 * alpha &&
-                           std::abs(next_beta_force - beta_force) <= 1e-6 * beta_force &&
-                           std::abs(next_beta_energy - beta_energy) <= 1e-6 * beta_energy;
-    alpha = next_alpha;
-    beta_force = next_beta_force;
-    beta_energy = next_beta_energy;
-    if (converged) break;
-  }
-  // The posterior of the last hyperparameters.
-  const torch::Tensor prior = weighted * alpha + (1.0 - weighted) * kBiasPrecision;
-  const torch::Tensor factor = torch::linalg_cholesky(
-      gram_force * beta_force + gram_energy * beta_energy + torch::diag(prior));
-  mean_ = torch::cholesky_solve(
-              (moment_force * beta_force + moment_energy * beta_energy).unsqueeze(1), factor)
-              .squeeze(1);
-  covariance_ = torch::cholesky_inverse(factor);
-  alpha_ = alpha;
-  beta_force_ = beta_force;
-  beta_energy_ = beta_energy;
+  torch::Tensor penalised = torch::ones({num_species, block_size()}, torch::kFloat64);
+  penalised.select(1, 0).zero_();
+  EvidenceOptions evidence;
+  evidence.energy_length = options_.energy_length;
+  evidence.evidence_iterations = options_.evidence_iterations;
+  const BayesianPosterior posterior = maximise_evidence(equations, penalised.flatten(), evidence);
+  mean_ = posterior.mean;
+  covariance_ = posterior.covariance;
+  alpha_ = posterior.prior_precision;
+  beta_force_ = posterior.force_noise_precision;
+  beta_energy_ = posterior.energy_noise_precision;
 }
 
 RegressionPrediction BayesianDescriptorRegression::predict(

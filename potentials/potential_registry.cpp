@@ -4,6 +4,7 @@
 #include <mutex>
 #include <stdexcept>
 
+#include "bayesian_linear_potential.h"
 #include "behler_parrinello_potential.h"
 
 namespace otf {
@@ -22,6 +23,9 @@ Registry& registry() {
   std::call_once(builtins, [] {
     instance.factories[BehlerParrinelloPotential::kArchitecture] = [](const ModelSpec& spec) {
       return std::make_shared<BehlerParrinelloPotential>(spec);
+    };
+    instance.factories[BayesianLinearPotential::kArchitecture] = [](const ModelSpec& spec) {
+      return std::make_shared<BayesianLinearPotential>(spec);
     };
   });
   return instance;

@@ -565,7 +565,8 @@ void OnTheFlyTrainer::record_calibration_sample(MdFrameSource& md, const Referen
 }
 
 void OnTheFlyTrainer::train_on_label(const FramePart& labelled) {
-  if (!session_->statistics_ready()) return;
+  // A closed-form fit learned the label completely already.
+  if (!session_->statistics_ready() || session_->fits_in_closed_form()) return;
   const int64_t round = std::max<int64_t>(settings_.session.steps_per_frame, 1);
   const double fitted = policy_.criterion()->label_fit_force_error();
   std::vector<double> spread(static_cast<std::size_t>(labelled.system.num_local));

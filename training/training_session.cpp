@@ -1,5 +1,6 @@
 #include "training_session.h"
 
+#include "bayesian_linear_training.h"
 #include "committee_deviation.h"
 #include "communicator.h"
 #include "ema_hook.h"
@@ -291,10 +292,37 @@ void TrainingSession::add_frame(const FramePart &frame)
   report_.buffer_frames = s.buffer->training_size() + s.buffer->validation_size();
 }
 
+bool TrainingSession::fits_in_closed_form() const
+{
+  return dynamic_cast<const BayesianLinearPotential *>(impl_->potential.get()) != nullptr;
+}
+
+void TrainingSession::fit_in_closed_form()
+{
+  Impl &s = *impl_;
+  auto &model = dynamic_cast<BayesianLinearPotential &>(*s.potential);
+  if (model.device().type() != torch::kCPU)
+    throw std::invalid_argument("architecture '" + std::string(BayesianLinearPotential::kArchitecture) +
+                                "' is fitted on the host: train it without a GPU (no Kokkos device)");
+  // Every label paid for is learned from: the validation frames too (the calibrated accuracy
+  // criterion judges the model by its predictions before each label, not by held-back frames).
+  std::vector<TrainingBatch> frames = s.buffer->training_frames();
+  for (TrainingBatch &frame : s.buffer->validation_frames()) frames.push_back(std::move(frame));
+  fit_bayesian_linear(model, frames, s.communicator);
+  report_.optimizer_steps = model.fits();
+  report_.consecutive_skipped_steps = 0;
+  s.potential->training_metadata().optimizer_steps = model.fits();
+  s.potential->training_metadata().precision = to_string(s.precision);
+}
+
 void TrainingSession::train()
 {
   Impl &s = *impl_;
   if (!s.statistics->ready() || s.buffer->training_size() == 0) return;
+  if (fits_in_closed_form()) {
+    fit_in_closed_form();
+    return;
+  }
   if (!s.scope) s.scope = std::make_unique<TrainingStrategy::Scope>(*s.strategy);
   for (int64_t k = 0; k < s.settings.steps_per_frame; ++k) {
     const TrainingBatch batch =

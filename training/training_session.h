@@ -96,8 +96,13 @@ class TrainingSession {
   // descriptor moments and energy to the statistics, frozen after the last of them).
   void add_frame(const FramePart &frame);
   // Collective: steps_per_frame optimizer steps on batches drawn from the buffer (none while the
-  // statistics are still being gathered or the buffer holds no training frame).
+  // statistics are still being gathered or the buffer holds no training frame). A model fitted in
+  // closed form (architecture bayesian-linear) is instead fitted to every frame of the buffer,
+  // once: the report's optimizer_steps then counts its fits.
   void train();
+  // Whether train() fits the model in closed form (potentials/bayesian_linear_potential.h): one
+  // train() per label learns it completely.
+  bool fits_in_closed_form() const;
   // Collective: errors of the committee mean on the buffer's validation frames (float32, no
   // autocast): the report's RMSEs, which the on-the-fly policy compares with its thresholds. A
   // metric-driven (plateau) schedule steps on the engine's validation loss (TrainingStrategy::
@@ -152,6 +157,7 @@ class TrainingSession {
   void load_buffer_state(const std::string &bytes);
 
  private:
+  void fit_in_closed_form();
   struct Impl;
   std::unique_ptr<Impl> impl_;
   TrainingReport report_;
