@@ -38,6 +38,8 @@ class BayesianLinearPotential final : public Potential {
   MemberPairGradients member_energies_and_pair_gradients(const LocalEnvironments& env,
                                                          const PairGradientOptions& options) override;
 
+  bool learns_in_closed_form() const override { return true; }
+
   int64_t degree() const { return degree_; }
   // Basis functions per element (the constant included), and weights in all.
   int64_t block_size() const;

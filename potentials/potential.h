@@ -95,6 +95,10 @@ class Potential : public torch::nn::Module {
   virtual void freeze_descriptor_statistics() = 0;
   virtual bool descriptor_statistics_frozen() const = 0;
 
+  // Whether training fits the model in closed form to every label at once instead of by optimizer
+  // steps (bayesian_linear_potential.h): one fit learns a label completely.
+  virtual bool learns_in_closed_form() const { return false; }
+
   TrainingMetadata& training_metadata() { return training_metadata_; }
   const TrainingMetadata& training_metadata() const { return training_metadata_; }
 

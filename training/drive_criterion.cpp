@@ -1,5 +1,7 @@
 #include "drive_criterion.h"
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <stdexcept>
 #include <utility>
@@ -125,8 +127,69 @@ void CalibratedAccuracy::check_committee_size(int64_t committee_size) const {
                                 "predicts the error");
 }
 
+PosteriorAccuracy::PosteriorAccuracy(double target_force_error, double target_energy_error,
+                                     std::string default_units) :
+    target_force_error_(target_force_error),
+    target_energy_error_(target_energy_error),
+    default_units_(std::move(default_units)) {}
+
+std::string PosteriorAccuracy::describe() const {
+  return formatted("accuracy %.6g %.6g", target_force_error_, target_energy_error_) +
+         (default_units_.empty() ? std::string()
+                                 : " (the default accuracy in units " + default_units_ + ")") +
+         ", judged by the posterior of a model fitted in closed form";
+}
+
+LabelDecision PosteriorAccuracy::judge_label(const LabelAssessment& assessment,
+                                             bool reference_drives) const {
+  return reference_drives && assessment.trained ? LabelDecision::ModelDrives : LabelDecision::None;
+}
+
+namespace {
+
+// Whether a predicted error asks for a label: above the target, and, when the irreducible part
+// alone is already above it, with a reducible part above it too.
+bool label_due(double predicted, double irreducible, double target) {
+  if (predicted <= target) return false;
+  if (irreducible < target) return true;
+  return std::sqrt(std::max(predicted * predicted - irreducible * irreducible, 0.0)) > target;
+}
+
+}  // namespace
+
+CheckOutcome PosteriorAccuracy::judge_check(const DriveMeasurement& m) const {
+  CheckOutcome outcome;
+  // Fitted to zero forces only, the evidence explains them with vanishing weights and a tight
+  // prior: the posterior is confident without reason, so the first check asks for forces.
+  outcome.label =
+      !m.learned_forces ||
+      label_due(m.predicted_force_error, m.irreducible_force_error, target_force_error_) ||
+      label_due(m.predicted_energy_error, m.irreducible_energy_error, target_energy_error_);
+  return outcome;
+}
+
+std::string PosteriorAccuracy::explain_label_decision(LabelDecision /*decision*/,
+                                                      const LabelAssessment& /*assessment*/) const {
+  return "the model drives (fitted in closed form to the labels so far; each configuration it "
+         "is unsure of is labelled and learned at once)";
+}
+
+std::string PosteriorAccuracy::explain_take_over(const DriveMeasurement& /*measurement*/) const {
+  return "the reference does not take over: a label is learned completely at once";
+}
+
+void PosteriorAccuracy::check_committee_size(int64_t committee_size) const {
+  if (committee_size < 2)
+    throw std::invalid_argument("drive auto accuracy needs a committee of at least 2 members "
+                                "(the model spec's committee_size): for a bayesian-linear model "
+                                "they are the posterior draws whose spread is its uncertainty");
+}
+
 std::shared_ptr<const DriveCriterion> make_drive_criterion(const PolicySettings& s) {
   if (s.mode != DriveMode::Auto) return nullptr;
+  if (s.by_accuracy() && s.learner_fits_each_label)
+    return std::make_shared<PosteriorAccuracy>(s.target_force_error, s.target_energy_error,
+                                               s.default_accuracy_units);
   if (s.by_accuracy())
     return std::make_shared<CalibratedAccuracy>(s.target_force_error, s.target_energy_error,
                                                 s.min_labels, s.take_over_factor,

@@ -18,10 +18,18 @@ struct DriveMeasurement {
   double max_force_spread = 0.0;        // largest per-atom force uncertainty (force units)
   double predicted_force_error = 0.0;   // calibrated, per component (accuracy criterion only)
   double predicted_energy_error = 0.0;  // calibrated, per atom (accuracy criterion only)
+  // The part of the predicted errors that no label removes (a model fitted in closed form: the
+  // noise its fit left, calibrated; 0 otherwise).
+  double irreducible_force_error = 0.0;
+  double irreducible_energy_error = 0.0;
+  // The model has learned a label with forces (not only a perfect crystal's, which are zero and
+  // say nothing about how forces depend on the positions).
+  bool learned_forces = true;
 };
 
 // What the trainer knows after learning a label.
 struct LabelAssessment {
+  bool trained = false;  // the model has been trained (or fitted) at least once
   bool validated = false;
   double validation_force_rmse = 0.0;
   double max_uncertainty = 0.0;
@@ -118,6 +126,35 @@ class CalibratedAccuracy final : public DriveCriterion {
   double target_force_error_, target_energy_error_;
   int64_t min_labels_;
   double take_over_factor_;
+  std::string default_units_;
+};
+
+// drive auto accuracy <force> <energy> with a model that learns each label completely in closed
+// form (potentials/bayesian_linear_potential.h; docs/design.md §13.6): its committee spread is a
+// posterior predictive error in force units from the first label on, so the model drives as soon
+// as it has learned one label, and a checked configuration predicted above the accuracy is
+// labelled and learned at once: the reference never drives again. Where the fit's own noise is
+// above the accuracy (a model class that cannot reach it), only the reducible part of the
+// predicted error asks for labels.
+class PosteriorAccuracy final : public DriveCriterion {
+ public:
+  PosteriorAccuracy(double target_force_error, double target_energy_error,
+                    std::string default_units);
+  std::string describe() const override;
+  bool compares_prediction_with_label() const override { return true; }
+  double checked_value(const DriveMeasurement& m) const override {
+    return m.predicted_force_error;
+  }
+  bool judges_label(bool /*from_check*/, bool learned) const override { return learned; }
+  LabelDecision judge_label(const LabelAssessment& assessment, bool reference_drives) const override;
+  CheckOutcome judge_check(const DriveMeasurement& measurement) const override;
+  std::string explain_label_decision(LabelDecision decision,
+                                     const LabelAssessment& assessment) const override;
+  std::string explain_take_over(const DriveMeasurement& measurement) const override;
+  void check_committee_size(int64_t committee_size) const override;
+
+ private:
+  double target_force_error_, target_energy_error_;
   std::string default_units_;
 };
 

@@ -49,7 +49,8 @@ std::vector<double> average_ranks(const std::vector<double>& values) {
 
 }  // namespace
 
-ErrorCalibration::ErrorCalibration(int64_t window_labels) : window_labels_(window_labels) {
+ErrorCalibration::ErrorCalibration(int64_t window_labels, bool spread_is_error_estimate) :
+    window_labels_(window_labels), spread_is_error_estimate_(spread_is_error_estimate) {
   if (window_labels_ < 1) throw std::invalid_argument("the calibration window must be >= 1 label");
 }
 
@@ -68,7 +69,7 @@ double ErrorCalibration::force_scale() const {
       spread_sq += s.force_spread[i] * s.force_spread[i];
     }
   if (error_sq == 0.0 && spread_sq == 0.0) return 1.0;
-  return std::sqrt(error_sq / std::max(spread_sq, kSmallestSpread * kSmallestSpread));
+  return floored(std::sqrt(error_sq / std::max(spread_sq, kSmallestSpread * kSmallestSpread)));
 }
 
 double ErrorCalibration::energy_scale() const {
@@ -78,7 +79,7 @@ double ErrorCalibration::energy_scale() const {
     spread_sq += s.energy_spread * s.energy_spread;
   }
   if (error_sq == 0.0 && spread_sq == 0.0) return 1.0;
-  return std::sqrt(error_sq / std::max(spread_sq, kSmallestSpread * kSmallestSpread));
+  return floored(std::sqrt(error_sq / std::max(spread_sq, kSmallestSpread * kSmallestSpread)));
 }
 
 double ErrorCalibration::predicted_force_rmse(double mean_square_spread) const {

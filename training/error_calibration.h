@@ -6,6 +6,7 @@
 // asked for. Whole-frame values (every rank holds the same), no LibTorch or MPI.
 #pragma once
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
 #include <deque>
@@ -30,7 +31,11 @@ class ErrorCalibration {
  public:
   // The calibration uses the last window_labels samples (the relation between spread and error
   // changes as the model learns).
-  explicit ErrorCalibration(int64_t window_labels = 40);
+  // spread_is_error_estimate: the spread is already an error estimate in force units (a Bayesian
+  // model's posterior predictive spread, bayesian_linear_potential.h); the calibration then only
+  // corrects over-confidence: the scales are never below 1 (a sample from a model that knew
+  // nothing yet, whose prior spread dwarfs its error, must not make later spreads look large).
+  explicit ErrorCalibration(int64_t window_labels = 40, bool spread_is_error_estimate = false);
 
   void add(LabelErrorSample sample);
   int64_t samples() const { return static_cast<int64_t>(samples_.size()); }
@@ -70,7 +75,10 @@ class ErrorCalibration {
   void decode(const std::string& bytes);
 
  private:
+  double floored(double scale) const { return spread_is_error_estimate_ ? std::max(scale, 1.0) : scale; }
+
   int64_t window_labels_;
+  bool spread_is_error_estimate_ = false;
   std::deque<LabelErrorSample> samples_;
   double bound_level_ = 0.9;
 };

@@ -47,6 +47,10 @@ struct PolicySettings {
   double take_over_factor = 4.0;
   // Set by set_default_accuracy: the input named no accuracy, these are the unit style's default.
   std::string default_accuracy_units;
+  // Not a keyword: set by the trainer when the model learns each label completely in closed form
+  // (Potential::learns_in_closed_form); drive auto accuracy then judges by its posterior
+  // (PosteriorAccuracy in drive_criterion.h).
+  bool learner_fits_each_label = false;
 
   bool by_accuracy() const { return target_force_error != 0.0 || target_energy_error != 0.0; }
 };

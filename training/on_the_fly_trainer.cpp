@@ -74,6 +74,16 @@ void check_trainer_settings(const TrainerSettings& settings) {
   check_session_settings(settings.session);
 }
 
+namespace {
+
+// The policy's settings with what the model says about how it learns.
+PolicySettings policy_settings_for(PolicySettings settings, const Potential& potential) {
+  settings.learner_fits_each_label = potential.learns_in_closed_form();
+  return settings;
+}
+
+}  // namespace
+
 OnTheFlyTrainer::OnTheFlyTrainer(std::shared_ptr<Potential> potential,
                                  const TrainerSettings& settings, Reference& reference,
                                  MPI_Comm world, TrainerMessages messages) :
@@ -81,8 +91,8 @@ OnTheFlyTrainer::OnTheFlyTrainer(std::shared_ptr<Potential> potential,
     reference_(reference),
     world_(world),
     messages_(std::move(messages)),
-    policy_(settings.policy),
-    calibration_(settings.calibration_window) {
+    policy_(policy_settings_for(settings.policy, *potential)),
+    calibration_(settings.calibration_window, potential->learns_in_closed_form()) {
   MPI_Comm_rank(world_, &rank_);
   MPI_Comm_size(world_, &ranks_);
   try {
@@ -157,6 +167,7 @@ void OnTheFlyTrainer::on_step(int64_t step, MdFrameSource& md) {
     const FramePart frame = md.describe_frame();
     measure_uncertainty(frame, md, compares);
     const DriveMeasurement measured = measurement();
+    note_noise_floor(step, measured);
     const CheckOutcome outcome = policy_.after_check(step, measured);
     if (outcome.reference_takes_over && rank_ == 0 && messages_.log)
       messages_.log("step " + std::to_string(step) + ": " + criterion->explain_take_over(measured));
@@ -182,12 +193,39 @@ DriveMeasurement OnTheFlyTrainer::measurement() const {
   measured.max_force_spread = counters_.max_uncertainty;
   measured.predicted_force_error = counters_.predicted_force_error;
   measured.predicted_energy_error = counters_.predicted_energy_error;
+  measured.irreducible_force_error = irreducible_force_error_;
+  measured.irreducible_energy_error = irreducible_energy_error_;
+  measured.learned_forces = learned_forces();
   return measured;
+}
+
+bool OnTheFlyTrainer::learned_forces() const {
+  // Below this (in the MD's force units) a label's forces are a perfect crystal's rounding.
+  constexpr double kNoForce = 1e-6;
+  return counters_.largest_learned_force > kNoForce;
+}
+
+void OnTheFlyTrainer::note_noise_floor(int64_t step, const DriveMeasurement& measured) {
+  const PolicySettings& s = policy_.settings();
+  const bool force_floor = measured.irreducible_force_error > s.target_force_error;
+  const bool energy_floor = measured.irreducible_energy_error > s.target_energy_error;
+  if (noise_floor_noted_ || !(force_floor || energy_floor) || rank_ != 0 || !messages_.warn) return;
+  noise_floor_noted_ = true;
+  char text[640];
+  std::snprintf(text, sizeof(text),
+                "step %lld: the model's fit leaves errors of %.4g (force) and %.4g (energy per "
+                "atom) that no label removes, above the accuracy %.4g %.4g asked for: it asks for "
+                "labels only where its posterior is unsure; a richer model reaches further (the "
+                "spec's degree 2, more radial_functions, a larger cutoff)",
+                static_cast<long long>(step), measured.irreducible_force_error,
+                measured.irreducible_energy_error, s.target_force_error, s.target_energy_error);
+  messages_.warn(text);
 }
 
 void OnTheFlyTrainer::assess_label(int64_t step) {
   const TrainingReport& report = session_->report();
   LabelAssessment assessment;
+  assessment.trained = report.optimizer_steps > 0;
   assessment.validated = report.validated;
   assessment.validation_force_rmse = report.force_rmse;
   assessment.max_uncertainty = counters_.max_uncertainty;
@@ -505,13 +543,18 @@ void OnTheFlyTrainer::measure_uncertainty(const FramePart& frame, MdFrameSource&
         calibration_.predicted_force_rmse(spread.mean_square_force_spread);
     counters_.predicted_energy_error =
         calibration_.predicted_energy_error(spread.energy_spread_per_atom);
+    irreducible_force_error_ = calibration_.force_scale() * spread.force_noise;
+    irreducible_energy_error_ = calibration_.energy_scale() * spread.energy_noise;
     prediction_kept_ = keep_prediction;
     if (!keep_prediction) return;
     predicted_summary_ = spread;
     predicted_spread_.assign(md.force_uncertainty_per_atom(),
                              md.force_uncertainty_per_atom() + owned);
-    // An untrained model's errors say nothing about how its spread relates to them.
-    prediction_from_trained_model_ = session_->report().optimizer_steps > 0;
+    // An untrained model's errors say nothing about how its spread relates to them, nor do those
+    // of a model fitted in closed form to zero forces only (its posterior is confident without
+    // reason: PosteriorAccuracy).
+    prediction_from_trained_model_ = session_->report().optimizer_steps > 0 &&
+                                     (!session_->fits_in_closed_form() || learned_forces());
   });
 }
 

@@ -173,6 +173,10 @@ class OnTheFlyTrainer {
   bool compares_prediction() const;
   // The committee at the last measurement, as the drive criterion reads it.
   DriveMeasurement measurement() const;
+  // Whether a learned label had non-zero forces.
+  bool learned_forces() const;
+  // Rank 0 warns once when the accuracy asked for is below what the model's fit can reach.
+  void note_noise_floor(int64_t step, const DriveMeasurement& measured);
   // Collective: the label is finite and within the outlier guard; otherwise warns, counts it and
   // returns false (throws TrainingError after kMaxRefusedInRow refusals in a row).
   bool label_is_learnable(int64_t step, const ReferenceLabel& label);
@@ -209,6 +213,11 @@ class OnTheFlyTrainer {
   bool prediction_from_trained_model_ = false;
   std::vector<double> predicted_spread_, predicted_forces_;
   CommitteeSpread predicted_summary_;
+  // A model fitted in closed form: the calibrated part of the last predicted errors that no
+  // label removes (measure_uncertainty), and whether the warning about it was given.
+  double irreducible_force_error_ = 0.0;
+  double irreducible_energy_error_ = 0.0;
+  bool noise_floor_noted_ = false;
 };
 
 }  // namespace otf

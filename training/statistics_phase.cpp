@@ -19,15 +19,17 @@ int64_t StatisticsPhase::default_max_frames(int64_t frames_needed) {
   return std::max(kMaxFramesFactor * frames_needed, kMinFrameLimit);
 }
 
-StatisticsPhase::StatisticsPhase(int64_t frames_needed, bool already_frozen, int64_t max_frames) :
-    frames_needed_(frames_needed),
-    max_frames_(std::max(max_frames > 0 ? max_frames : default_max_frames(frames_needed),
-                         frames_needed)),
-    ready_(frames_needed == 0 || already_frozen) {}
+StatisticsPhase::StatisticsPhase(int64_t frames_needed, bool already_frozen, int64_t max_frames,
+                                 bool keeps_gathering) :
+    frames_needed_(keeps_gathering ? 1 : frames_needed),
+    max_frames_(std::max(max_frames > 0 ? max_frames : default_max_frames(frames_needed_),
+                         frames_needed_)),
+    ready_(!keeps_gathering && (frames_needed == 0 || already_frozen)),
+    keeps_gathering_(keeps_gathering && !already_frozen) {}
 
 void StatisticsPhase::add_frame(Potential& potential, const NeighborGraph& graph,
                                 double frame_energy, Communicator& communicator) {
-  if (ready_) return;
+  if (ready_ && !keeps_gathering_) return;
   const LocalEnvironments env =
       local_environments(owned_centres(graph).to(potential.device()), potential.num_species(),
                          potential.cutoff(), potential.dtype());
@@ -40,16 +42,17 @@ void StatisticsPhase::add_frame(Potential& potential, const NeighborGraph& graph
   last_spread_ratio_ = energies_.empty() ? 0.0 : potential.descriptor_spread_ratio(moments);
   last_limit_ = representative_limit(moments.count.sum().item<double>());
   potential.accumulate_descriptor_statistics(moments);
+  if (ready_) return;  // keeps gathering: the shifts were fitted on the first frame
   counts_.push_back(moments.count.clone());
   energies_.push_back(frame_energy);
   const int64_t seen = frames();
   if (seen < frames_needed_) return;
   const bool representative = seen > 1 && last_spread_ratio_ <= last_limit_;
-  if (!representative && seen < max_frames_) return;
+  if (!representative && seen < max_frames_ && !keeps_gathering_) return;
   torch::NoGradGuard no_grad;
   if (!potential.energy_shifts_fitted())
     potential.fit_energy_shifts(torch::stack(counts_), torch::tensor(energies_, torch::kFloat64));
-  potential.freeze_descriptor_statistics();
+  if (!keeps_gathering_) potential.freeze_descriptor_statistics();
   ready_ = true;
 }
 

@@ -36,7 +36,11 @@ class StatisticsPhase {
 
   // frames_needed 0, or a model whose statistics are frozen already: ready at once. max_frames
   // (0: default_max_frames) bounds the phase.
-  StatisticsPhase(int64_t frames_needed, bool already_frozen, int64_t max_frames = 0);
+  // keeps_gathering (a model fitted in closed form, which is refitted from every frame with the
+  // statistics of the moment): ready after the first frame, whose energy fits the shifts, and
+  // every later frame still adds its moments; nothing is frozen.
+  StatisticsPhase(int64_t frames_needed, bool already_frozen, int64_t max_frames = 0,
+                  bool keeps_gathering = false);
 
   bool ready() const { return ready_; }
   // Frames the statistics came from so far, and how much wider than those before it the last
@@ -60,6 +64,7 @@ class StatisticsPhase {
   int64_t frames_needed_;
   int64_t max_frames_;
   bool ready_;
+  bool keeps_gathering_ = false;
   double last_spread_ratio_ = 0.0;
   double last_limit_ = kRepresentativeSpread;
   std::vector<torch::Tensor> counts_;  // per frame: [species] atom counts over all ranks

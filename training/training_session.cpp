@@ -257,8 +257,9 @@ TrainingSession::TrainingSession(std::shared_ptr<Potential> potential,
     std::vector<torch::Tensor> state_tensors = model_state_tensors(*s.potential);
     broadcast_parameters(*s.communicator, state_tensors, 0);
   }
-  s.statistics = std::make_unique<StatisticsPhase>(settings.stats_frames,
-                                                   s.potential->descriptor_statistics_frozen());
+  s.statistics = std::make_unique<StatisticsPhase>(
+      settings.stats_frames, s.potential->descriptor_statistics_frozen(), 0,
+      s.potential->learns_in_closed_form());
 }
 
 TrainingSession::~TrainingSession() = default;
@@ -294,7 +295,7 @@ void TrainingSession::add_frame(const FramePart &frame)
 
 bool TrainingSession::fits_in_closed_form() const
 {
-  return dynamic_cast<const BayesianLinearPotential *>(impl_->potential.get()) != nullptr;
+  return impl_->potential->learns_in_closed_form();
 }
 
 void TrainingSession::fit_in_closed_form()
@@ -318,11 +319,12 @@ void TrainingSession::fit_in_closed_form()
 void TrainingSession::train()
 {
   Impl &s = *impl_;
-  if (!s.statistics->ready() || s.buffer->training_size() == 0) return;
   if (fits_in_closed_form()) {
-    fit_in_closed_form();
+    if (s.statistics->ready() && s.buffer->training_size() + s.buffer->validation_size() > 0)
+      fit_in_closed_form();
     return;
   }
+  if (!s.statistics->ready() || s.buffer->training_size() == 0) return;
   if (!s.scope) s.scope = std::make_unique<TrainingStrategy::Scope>(*s.strategy);
   for (int64_t k = 0; k < s.settings.steps_per_frame; ++k) {
     const TrainingBatch batch =
@@ -417,6 +419,16 @@ CommitteeSpread TrainingSession::committee_spread(const FramePart &frame, double
   std::fill(per_owned_atom, per_owned_atom + view.num_local, 0.0);
   if (mean_forces != nullptr) std::fill(mean_forces, mean_forces + 3 * view.num_local, 0.0);
   const int64_t members_count = s.potential->committee_size();
+  // A Bayesian model's members are posterior draws: its error on a new configuration is their
+  // spread and the noise its fit left (bayesian_linear_potential.h), so that is its uncertainty.
+  struct {
+    double force = 0.0, energy = 0.0;
+  } noise;
+  if (const auto *bayesian = dynamic_cast<const BayesianLinearPotential *>(s.potential.get())) {
+    noise.force = bayesian->force_noise();
+    noise.energy = bayesian->energy_noise();
+  }
+  const double atom_noise_sq = 3.0 * noise.force * noise.force;  // of a force vector
   double local_max = 0.0;
   torch::Tensor member_energy;
   // Collective (the halo exchange): every rank evaluates, also one without centres.
@@ -438,8 +450,8 @@ CommitteeSpread TrainingSession::committee_spread(const FramePart &frame, double
     const int64_t *atom = atoms.data_ptr<int64_t>();
     for (int64_t a = 0; a < atoms.numel(); ++a) {
       if (atom[a] >= view.num_local) continue;
-      per_owned_atom[atom[a]] = values[a];
-      local_max = std::max(local_max, values[a]);
+      per_owned_atom[atom[a]] = std::sqrt(values[a] * values[a] + atom_noise_sq);
+      local_max = std::max(local_max, per_owned_atom[atom[a]]);
       if (mean_forces != nullptr)
         for (int d = 0; d < 3; ++d) mean_forces[3 * atom[a] + d] = mean_values[3 * a + d];
     }
@@ -458,7 +470,11 @@ CommitteeSpread TrainingSession::committee_spread(const FramePart &frame, double
   result.max_force_spread = largest.item<double>();
   result.mean_square_force_spread = whole.mean_square_force_spread;
   result.mean_energy = whole.mean_energy;
-  result.energy_spread_per_atom = whole.energy_spread_per_atom;
+  result.energy_spread_per_atom =
+      std::sqrt(whole.energy_spread_per_atom * whole.energy_spread_per_atom +
+                noise.energy * noise.energy);
+  result.force_noise = noise.force;
+  result.energy_noise = noise.energy;
   return result;
 }
 

@@ -80,6 +80,11 @@ struct CommitteeSpread {
   double max_force_spread = 0.0;          // largest per-atom force deviation
   double mean_square_force_spread = 0.0;  // mean over the frame's atoms of the squared deviation
   double mean_energy = 0.0;               // committee mean of the frame energy
+  // A model fitted in closed form: the residual standard deviation of its fit per force component
+  // and per atom's energy, which no more labels remove (0 otherwise). The spreads above include
+  // it (per atom: sqrt(deviation^2 + 3 force_noise^2)).
+  double force_noise = 0.0;
+  double energy_noise = 0.0;
   double energy_spread_per_atom = 0.0;    // members' standard deviation of it, per atom
 };
 
