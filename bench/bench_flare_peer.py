@@ -285,7 +285,7 @@ def in_subprocess(kind, job, path, log):
 CRASHES = []
 
 
-def flare_run(task, settings, label, args, steps_scale=1.0):
+def flare_run(task, settings, label, args, steps_scale=1.0, required=True):
     """A FLARE OTF run in a subprocess, retried with another seed when killed by a signal."""
     for attempt in range(args.retries + 1):
         out = os.path.join(args.work, f"{task}-{label}-try{attempt}")
@@ -305,6 +305,8 @@ def flare_run(task, settings, label, args, steps_scale=1.0):
         print(f"  FLARE run {task}/{label} attempt {attempt} died with return code {code}"
               f" (signal {-code}); retrying with seed "
               f"{1001 + attempt}", flush=True)
+    if not required:
+        return None
     raise SystemExit(f"FLARE run {task}/{label} failed {args.retries + 1} times")
 
 
@@ -333,7 +335,13 @@ def tune(task, args):
             settings = dict(TUTORIAL, cutoff=cutoff, std_tolerance=-tolerance,
                             update_threshold=tolerance / 2)
             label = f"tune-c{cutoff:g}-t{tolerance:g}"
-            result = flare_run(task, settings, label, args, steps_scale=args.tune_scale)
+            result = flare_run(task, settings, label, args, steps_scale=args.tune_scale,
+                               required=False)
+            if result is None:  # crashed on every attempt: the setting is rejected
+                print(f"  tune {task}: cutoff {cutoff:g} std_tolerance -{tolerance:g}: FLARE "
+                      f"crashed on all {args.retries + 1} attempts, rejected", flush=True)
+                rows.append(dict(settings=settings, crashed=True))
+                continue
             final = os.path.join(result["out"], result["snapshots"][-1]["file"])
             err = evaluate(task, [final], args, heldout=[spec["curve"]], max_frames=25)[0]
             rmse = err[spec["curve"]]["force_rmse"]
@@ -345,9 +353,10 @@ def tune(task, args):
                   f"{spec['curve']} force RMSE {rmse:.4f} eV/A (25 frames), energy "
                   f"{rows[-1]['energy_rmse']:.2f} meV/atom, {result['ms_per_step']:.0f} ms/step",
                   flush=True)
-    best_rmse = min(r["force_rmse"] for r in rows)
+    ran = [r for r in rows if not r.get("crashed")]
+    best_rmse = min(r["force_rmse"] for r in ran)
     # Best: the fewest calls among settings within 10% of the lowest held-out force RMSE.
-    near = [r for r in rows if r["force_rmse"] <= 1.1 * best_rmse]
+    near = [r for r in ran if r["force_rmse"] <= 1.1 * best_rmse]
     best = min(near, key=lambda r: (r["calls"], r["force_rmse"]))
     return best["settings"], rows
 
