@@ -82,8 +82,13 @@ BayesianPosterior maximise_evidence(const NormalEquations& e, const torch::Tenso
     const double residual_energy =
         std::max(residual(e.gram_energy, e.moment_energy, e.squares_energy, s.mean), 0.0);
     const double weight_norm = (s.mean * s.mean * penalised).sum().item<double>();
+    // Data that determine no penalised weight (zero forces of a perfect crystal and its energy,
+    // which the bias explains) leave the prior where it is instead of at a bound that rounding
+    // picks.
+    const bool prior_undetermined = gamma_prior <= 1e-9 * penalised_count || weight_norm <= 1e-300;
     const double next_alpha =
-        std::max(gamma_prior / std::max(weight_norm, 1e-300), kMinPriorPrecision);
+        prior_undetermined ? alpha
+                           : std::max(gamma_prior / std::max(weight_norm, 1e-300), kMinPriorPrecision);
     const double next_beta_force =
         e.count_force > 0.0
             ? std::min(std::max(e.count_force - gamma_force, 1.0) / residual_force,

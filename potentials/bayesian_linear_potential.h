@@ -60,8 +60,8 @@ class BayesianLinearPotential final : public Potential {
   // The last fit's prior precision and force and per-atom-energy noise standard deviations
   // (eV/A, eV); zeros before the first fit.
   double prior_precision() const;
-  double force_noise() const;
-  double energy_noise() const;
+  double force_noise() const override;
+  double energy_noise() const override;
 
  protected:
   torch::Tensor member_network_energies(const LocalEnvironments& env) override;

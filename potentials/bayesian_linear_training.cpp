@@ -8,6 +8,10 @@
 namespace otf {
 namespace {
 
+// Forces (eV/A, or the model's force unit) below which a frame's labels are a perfect crystal's
+// rounding rather than information.
+constexpr double kRoundingForce = 1e-8;
+
 // Rows of one frame part: the energy row (this rank's counted centres, [S * B]) and the force
 // rows of every atom of the part, [S * B, atoms, 3] (F = -dE/dx for each unit weight).
 struct PartRows {
@@ -98,10 +102,17 @@ NormalEquations bayesian_normal_equations(BayesianLinearPotential& potential,
     const torch::Tensor mask = frame.at("force_mask");
     const torch::Tensor x = owned.index({torch::indexing::Slice(), mask}).reshape({parameters, -1});
     const torch::Tensor y = frame.at("forces").index({mask}).to(torch::kFloat64).reshape({-1});
-    equations.gram_force += x.mm(x.t());
-    equations.moment_force += x.mv(y);
-    equations.squares_force += y.dot(y).item<double>();
-    equations.count_force += static_cast<double>(y.numel());
+    // A perfect crystal's forces are rounding, and so are its force rows: fitted, they would
+    // set the noise and the prior by rounding, differently on every rank count.
+    torch::Tensor largest =
+        (y.numel() > 0 ? y.abs().max() : torch::zeros({}, torch::kFloat64)).reshape({1}).contiguous();
+    if (communicator) communicator->all_reduce_max({largest});
+    if (largest.item<double>() > kRoundingForce) {
+      equations.gram_force += x.mm(x.t());
+      equations.moment_force += x.mv(y);
+      equations.squares_force += y.dot(y).item<double>();
+      equations.count_force += static_cast<double>(y.numel());
+    }
     // The energy: the whole frame's row, summed over the ranks' counted centres first.
     torch::Tensor energy = torch::cat(
         {rows.energy_row, torch::tensor({rows.energy_shift}, torch::kFloat64)});

@@ -98,6 +98,11 @@ class Potential : public torch::nn::Module {
   // Whether training fits the model in closed form to every label at once instead of by optimizer
   // steps (bayesian_linear_potential.h): one fit learns a label completely.
   virtual bool learns_in_closed_form() const { return false; }
+  // The standard deviation of the error the model's fit left, per force component and per atom's
+  // energy, which the members' spread does not show (a Bayesian model's noise; 0 otherwise).
+  // Uncertainties add it: per atom sqrt(deviation^2 + 3 force_noise^2).
+  virtual double force_noise() const { return 0.0; }
+  virtual double energy_noise() const { return 0.0; }
 
   TrainingMetadata& training_metadata() { return training_metadata_; }
   const TrainingMetadata& training_metadata() const { return training_metadata_; }

@@ -1,0 +1,135 @@
+"""fix otf/train with a model fitted in closed form (architecture bayesian-linear, issue 39;
+docs/bayesian-learner.md), the main example's task in short: 64-atom Si from Stillinger-Weber,
+started from a perfect lattice at 2000 K, NVT at 1000 K, every fix keyword at its default.
+
+* step 0 is labelled (the perfect lattice: zero forces), the model drives at once, and its first
+  check labels (a fit to zero forces only is confident without reason); then a label only where
+  the posterior predictive error or the descriptors' spread asks: at most 3 reference calls in
+  300 steps, every one of them learned (the fit count equals the calls);
+* the model then agrees with Stillinger-Weber on 4 configurations of an SW trajectory at 1000 K
+  from other velocities: force RMSE <= 0.05 eV/A, energy <= 2 meV/atom;
+* 1 and 2 ranks label at the same steps and fit the same model (forces within 1e-6 eV/A);
+* a committee of one is refused by name.
+"""
+import csv
+import math
+import re
+
+from lammps_harness import expect, main, run_lammps
+
+SPEC = """{
+  "architecture": "bayesian-linear", "elements": ["Si"], "cutoff": 4.0, "units": "metal",
+  "committee_size": 8, "dtype": "float64", "seed": 1,
+  "hyperparameters": {"radial_functions": 8, "angular_radial_functions": 4,
+                      "max_angular_order": 3, "degree": 1}
+}
+"""
+
+SETUP = """units metal
+boundary p p p
+atom_modify map array
+lattice diamond 5.431
+region box block 0 2 0 2 0 2
+create_box 1 box
+create_atoms 1 box
+mass 1 28.0855
+timestep 0.001
+"""
+
+
+def read_dump(path):
+    frames, lines = [], path.read_text().splitlines()
+    i = 0
+    while i < len(lines):
+        if lines[i].startswith("ITEM: NUMBER OF ATOMS"):
+            atoms = int(lines[i + 1])
+            start = i + 7
+            frames.append([list(map(float, lines[start + k].split()))
+                           for k in range(atoms)])
+            i = start + atoms
+        else:
+            i += 1
+    return frames
+
+
+def one_run(ctx, np):
+    (ctx.workdir / "si-bayes.json").write_text(SPEC)
+    script = (f"plugin load {ctx.plugin}\n" + SETUP +
+              "pair_style otf si-bayes.json\npair_coeff * * Si\n"
+              "velocity all create 2000.0 4928459 mom yes rot yes dist gaussian\n"
+              "fix md all nvt temp 1000.0 1000.0 0.1\n"
+              f'fix t all otf/train reference "sw" coeff "* * Si.sw Si" '
+              f"learning_log learning-np{np}.csv save si-np{np}.otf\n"
+              "thermo_style custom step temp pe f_t[1] f_t[2] f_t[3]\nthermo 50\nrun 300\n"
+              "thermo_style custom step temp pe\nunfix t\n"
+              # Reference data: SW from other velocities, 4 configurations 100 fs apart.
+              "pair_style sw\npair_coeff * * Si.sw Si\n"
+              "velocity all create 2000.0 87287 mom yes rot yes dist gaussian\nrun 500\n"
+              "compute pe all pe/atom\n"
+              f"dump ref all custom 100 ref-np{np}.dump id x y z fx fy fz c_pe\n"
+              f"dump_modify ref sort id format float %.12g\nrun 300\nundump ref\n"
+              f"pair_style otf si-np{np}.otf\npair_coeff * * Si\n"
+              f"dump model all custom 1 model-np{np}.dump id x y z fx fy fz c_pe\n"
+              f"dump_modify model sort id format float %.12g\n"
+              f"rerun ref-np{np}.dump dump x y z box yes\n")
+    result = run_lammps(ctx, script, np=np, name=f"in.bayes-np{np}")
+    with open(ctx.workdir / f"learning-np{np}.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    labels = [int(r["step"]) for r in rows if r["event"] == "label"]
+    calls = int(rows[-1]["reference_calls"])
+    fits = int(rows[-1]["optimizer_steps"])
+    hand_overs = [int(s) for s in re.findall(r"^fix otf/train: step (\d+): the model drives",
+                                             result.log, re.MULTILINE)]
+    expect("judged by the posterior of a model fitted in closed form" in result.log,
+           f"np {np}: the closed-form criterion was not chosen")
+    expect(hand_overs == [0], f"np {np}: hand-overs at {hand_overs}, expected [0]")
+    expect(labels[:2] == [0, 10], f"np {np}: labels at {labels}, expected 0 and the first check")
+    expect(calls <= 3, f"np {np}: {calls} reference calls in 300 steps (at most 3)")
+    expect(fits == calls == len(labels),
+           f"np {np}: {calls} calls, {len(labels)} labels, {fits} fits: a paid call not learned")
+    for r in rows:
+        if r["event"] == "check":
+            expect(r["drive"] == "model", f"np {np}: a check while the reference drove")
+
+    reference = read_dump(ctx.workdir / f"ref-np{np}.dump")
+    model = read_dump(ctx.workdir / f"model-np{np}.dump")
+    expect(len(reference) == 4 and len(model) == 4,
+           f"np {np}: {len(reference)} reference and {len(model)} model configurations")
+    force_sq, count, energy_sq = 0.0, 0, 0.0
+    for ref, mod in zip(reference, model):
+        for a, b in zip(ref, mod):
+            force_sq += sum((a[k] - b[k]) ** 2 for k in (4, 5, 6))
+            count += 3
+        energy_sq += ((sum(a[7] for a in ref) - sum(b[7] for b in mod)) / len(ref)) ** 2
+    force_rmse = math.sqrt(force_sq / count)
+    energy_rmse = math.sqrt(energy_sq / len(reference))
+    print(f"np {np}: labels at {labels}, {calls} calls; SW configurations at 1000 K: force RMSE "
+          f"{force_rmse:.4f} eV/A, energy RMSE {1000 * energy_rmse:.3f} meV/atom")
+    expect(force_rmse <= 0.05, f"np {np}: force RMSE {force_rmse:.4f} eV/A > 0.05")
+    expect(energy_rmse <= 0.002, f"np {np}: energy RMSE {energy_rmse:.5f} eV/atom > 0.002")
+    return labels, calls, model
+
+
+def test(ctx):
+    labels1, calls1, model1 = one_run(ctx, 1)
+    if ctx.np > 1:
+        labels2, calls2, model2 = one_run(ctx, 2)
+        expect(labels1 == labels2 and calls1 == calls2,
+               f"1 rank labelled at {labels1}, 2 ranks at {labels2}")
+        largest = max(abs(a[k] - b[k]) for f1, f2 in zip(model1, model2) for a, b in zip(f1, f2)
+                      for k in (4, 5, 6))
+        print(f"1 and 2 ranks: largest force difference of the fitted models {largest:.2e} eV/A")
+        expect(largest <= 1e-6, f"1 and 2 ranks fitted different models ({largest:.3g} eV/A)")
+
+    (ctx.workdir / "one.json").write_text(SPEC.replace('"committee_size": 8', '"committee_size": 1'))
+    result = run_lammps(ctx, f"plugin load {ctx.plugin}\n" + SETUP +
+                        "pair_style otf one.json\npair_coeff * * Si\n"
+                        'fix t all otf/train reference "sw" coeff "* * Si.sw Si"\nrun 1\n',
+                        np=1, name="in.one-member", check=False)
+    output = result.stdout + result.log
+    expect(result.returncode != 0 and "committee of at least 2 members" in output,
+           f"a committee of one was not refused by name:\n{output[-1500:]}")
+
+
+if __name__ == "__main__":
+    main(test)
