@@ -62,7 +62,7 @@ THRESHOLD_POLICY = ("every 5 steps_per_frame 2 batch 4 lr 3e-3 buffer 400 valida
 def accuracy_policy_from_example():
     """The fix otf/train keywords of the main example as it is now, from `every` to before its
     learning log and save keywords."""
-    text = (EXAMPLE / "in.si-sw").read_text().replace("&\n", " ")
+    text = (EXAMPLE / "in.si-sw-neural").read_text().replace("&\n", " ")
     line = re.search(r"^fix\s+train .*$", text, re.MULTILINE).group(0)
     return " ".join(re.search(r"(every .*?)\s+learning_log ", line).group(1).split())
 
@@ -180,7 +180,7 @@ def main():
     options = parser.parse_args()
     work = Path(options.keep or tempfile.mkdtemp(prefix="otf-calls-"))
     work.mkdir(parents=True, exist_ok=True)
-    shutil.copy(EXAMPLE / "si-spec.json", work / "si-spec.json")
+    shutil.copy(EXAMPLE / "si-spec-neural.json", work / "si-spec.json")
     policies = {"accuracy": accuracy_policy_from_example() + " save si.otf",
                 "thresholds": THRESHOLD_POLICY + " save si.otf"}
     temperatures = (600, 1000, 1400)

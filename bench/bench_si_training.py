@@ -72,9 +72,10 @@ run {steps}
 
 
 def example(lmp, plugin_dir, work, precision):
-    for name in ("in.si-sw", "si-spec.json"):
+    # The neural committee's version of the example (the engine's precisions apply to it).
+    for name in ("in.si-sw-neural", "si-spec-neural.json"):
         shutil.copy(EXAMPLE / name, work / name)
-    log = run_lmp(lmp, plugin_dir, work, "in.si-sw", [("precision", precision)])
+    log = run_lmp(lmp, plugin_dir, work, "in.si-sw-neural", [("precision", precision)])
     times = loop_times(log)
     report = subprocess.run([sys.executable, str(ROOT / "examples" / "accuracy_report.py"),
                              "log.lammps"], cwd=work, capture_output=True, text=True).stdout
@@ -88,7 +89,7 @@ def example(lmp, plugin_dir, work, precision):
 
 def training_step_cost(lmp, plugin_dir, work, precision, cells, steps):
     """Seconds per optimizer step per atom of the batch, and per inference atom-step."""
-    shutil.copy(EXAMPLE / "si-spec.json", work / "si-spec.json")
+    shutil.copy(EXAMPLE / "si-spec-neural.json", work / "si-spec.json")
     atoms = 8 * cells ** 3
     measured = {}
     for per_frame in (1, 4):

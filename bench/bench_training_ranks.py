@@ -26,7 +26,7 @@ import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-SPEC = ROOT / "examples" / "si-sw" / "si-spec.json"
+SPEC = ROOT / "examples" / "si-sw" / "si-spec-neural.json"
 CELLS = {512: 4, 4096: 8, 32768: 16}
 # Labelled steps per size: enough optimizer steps to time, few enough for a 2-core machine.
 SCHEDULE = {512: (40, 2), 4096: (16, 2), 32768: (4, 2)}  # (timed MD steps, every)

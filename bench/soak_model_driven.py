@@ -42,7 +42,7 @@ def main():
     parser.add_argument("--out", default=None)
     args = parser.parse_args()
     work = pathlib.Path(tempfile.mkdtemp(prefix="otf-soak-"))
-    shutil.copy(ROOT / "examples" / "si-sw" / "si-spec.json", work)
+    shutil.copy(ROOT / "examples" / "si-sw" / "si-spec-neural.json", work / "si-spec.json")
     segment = args.steps // args.segments
     lines = [f"plugin load {pathlib.Path(args.plugin).resolve()}", "units metal", "boundary p p p",
              "atom_modify map array", "lattice diamond 5.431", "region box block 0 2 0 2 0 2",

@@ -124,7 +124,10 @@ ConfigurationResults ConfigurationEvaluator::evaluate(const Configuration& confi
     auto all = torch::from_blob(member_forces.data(), {members, all_atoms, 3}, torch::kFloat64);
     auto owners = torch::tensor(owner, torch::kInt64);
     folded.index_add_(1, owners, all);
-    const auto deviation = committee_vector_deviation(folded).contiguous();
+    // With the noise of the model's fit (Potential::force_noise), as fix otf/train reports it.
+    const double noise = evaluator_.potential().force_noise();
+    const auto deviation =
+        (committee_vector_deviation(folded).square() + 3.0 * noise * noise).sqrt().contiguous();
     results.force_uncertainties.assign(deviation.data_ptr<double>(),
                                        deviation.data_ptr<double>() + atoms);
   }

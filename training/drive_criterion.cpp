@@ -161,8 +161,10 @@ CheckOutcome PosteriorAccuracy::judge_check(const DriveMeasurement& m) const {
   CheckOutcome outcome;
   // Fitted to zero forces only, the evidence explains them with vanishing weights and a tight
   // prior: the posterior is confident without reason, so the first check asks for forces.
+  // A configuration outside the labelled ones is where a Bayesian linear model's posterior is
+  // least to be trusted (its noise was estimated on the labels): learn it.
   outcome.label =
-      !m.learned_forces ||
+      !m.learned_forces || m.extrapolates() ||
       label_due(m.predicted_force_error, m.irreducible_force_error, target_force_error_) ||
       label_due(m.predicted_energy_error, m.irreducible_energy_error, target_energy_error_);
   return outcome;

@@ -25,6 +25,13 @@ struct DriveMeasurement {
   // The model has learned a label with forces (not only a perfect crystal's, which are zero and
   // say nothing about how forces depend on the positions).
   bool learned_forces = true;
+  // How much wider the configuration's descriptors spread than the labelled ones', and the limit
+  // sampling noise explains (TrainingSession::descriptor_spread; 0: not measured).
+  double descriptor_spread_ratio = 0.0;
+  double descriptor_spread_limit = 0.0;
+  bool extrapolates() const {
+    return descriptor_spread_limit > 0.0 && descriptor_spread_ratio > descriptor_spread_limit;
+  }
 };
 
 // What the trainer knows after learning a label.
@@ -133,7 +140,8 @@ class CalibratedAccuracy final : public DriveCriterion {
 // form (potentials/bayesian_linear_potential.h; docs/design.md §13.6): its committee spread is a
 // posterior predictive error in force units from the first label on, so the model drives as soon
 // as it has learned one label, and a checked configuration predicted above the accuracy is
-// labelled and learned at once: the reference never drives again. Where the fit's own noise is
+// labelled and learned at once: the reference never drives again. So is one whose descriptors
+// spread wider than the labelled configurations' (the model would extrapolate). Where the fit's own noise is
 // above the accuracy (a model class that cannot reach it), only the reducible part of the
 // predicted error asks for labels.
 class PosteriorAccuracy final : public DriveCriterion {

@@ -169,6 +169,11 @@ void OnTheFlyTrainer::on_step(int64_t step, MdFrameSource& md) {
     const DriveMeasurement measured = measurement();
     note_noise_floor(step, measured);
     const CheckOutcome outcome = policy_.after_check(step, measured);
+    if (outcome.label && measured.extrapolates() && rank_ == 0 && messages_.log)
+      messages_.log(formatted("step %.0f: labelled: its descriptors spread %.3g x as wide as the "
+                              "labelled configurations' (sampling noise explains up to %.3g x)",
+                              static_cast<double>(step), measured.descriptor_spread_ratio,
+                              measured.descriptor_spread_limit, 0.0));
     if (outcome.reference_takes_over && rank_ == 0 && messages_.log)
       messages_.log("step " + std::to_string(step) + ": " + criterion->explain_take_over(measured));
     log_row(step, "check");
@@ -196,6 +201,8 @@ DriveMeasurement OnTheFlyTrainer::measurement() const {
   measured.irreducible_force_error = irreducible_force_error_;
   measured.irreducible_energy_error = irreducible_energy_error_;
   measured.learned_forces = learned_forces();
+  measured.descriptor_spread_ratio = descriptor_spread_.ratio;
+  measured.descriptor_spread_limit = descriptor_spread_.limit;
   return measured;
 }
 
@@ -213,12 +220,14 @@ void OnTheFlyTrainer::note_noise_floor(int64_t step, const DriveMeasurement& mea
   noise_floor_noted_ = true;
   char text[640];
   std::snprintf(text, sizeof(text),
-                "step %lld: the model's fit leaves errors of %.4g (force) and %.4g (energy per "
-                "atom) that no label removes, above the accuracy %.4g %.4g asked for: it asks for "
-                "labels only where its posterior is unsure; a richer model reaches further (the "
-                "spec's degree 2, more radial_functions, a larger cutoff)",
-                static_cast<long long>(step), measured.irreducible_force_error,
-                measured.irreducible_energy_error, s.target_force_error, s.target_energy_error);
+                "step %lld: the noise of the model's fit, scaled by the calibration of %lld "
+                "label(s), predicts errors of %.4g (force) and %.4g (energy per atom) that no "
+                "label removes, above the accuracy %.4g %.4g asked for: labels are asked for only "
+                "where the posterior itself is unsure; a richer model reaches further (the spec's "
+                "degree 2, more radial_functions, a larger cutoff)",
+                static_cast<long long>(step), static_cast<long long>(calibration_.samples()),
+                measured.irreducible_force_error, measured.irreducible_energy_error,
+                s.target_force_error, s.target_energy_error);
   messages_.warn(text);
 }
 
@@ -545,6 +554,7 @@ void OnTheFlyTrainer::measure_uncertainty(const FramePart& frame, MdFrameSource&
         calibration_.predicted_energy_error(spread.energy_spread_per_atom);
     irreducible_force_error_ = calibration_.force_scale() * spread.force_noise;
     irreducible_energy_error_ = calibration_.energy_scale() * spread.energy_noise;
+    if (session_->fits_in_closed_form()) descriptor_spread_ = session_->descriptor_spread(frame);
     prediction_kept_ = keep_prediction;
     if (!keep_prediction) return;
     predicted_summary_ = spread;

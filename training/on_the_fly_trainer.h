@@ -215,6 +215,7 @@ class OnTheFlyTrainer {
   CommitteeSpread predicted_summary_;
   // A model fitted in closed form: the calibrated part of the last predicted errors that no
   // label removes (measure_uncertainty), and whether the warning about it was given.
+  TrainingSession::DescriptorSpread descriptor_spread_;  // at the last check (closed form)
   double irreducible_force_error_ = 0.0;
   double irreducible_energy_error_ = 0.0;
   bool noise_floor_noted_ = false;

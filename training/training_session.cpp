@@ -406,6 +406,28 @@ void TrainingSession::validate()
     s.strategy->validate({data_parallel_batch(frames, *s.communicator)});
 }
 
+TrainingSession::DescriptorSpread TrainingSession::descriptor_spread(const FramePart &frame)
+{
+  Impl &s = *impl_;
+  const FrameGraph graph = frame_graph(frame, s.potential->cutoff(), s.communicator->rank());
+  DescriptorMoments moments;
+  {
+    torch::NoGradGuard no_grad;
+    const LocalEnvironments env =
+        local_environments(owned_centres(graph.graph).to(s.potential->device()),
+                           s.potential->num_species(), s.potential->cutoff(), s.potential->dtype());
+    moments = s.potential->descriptor_moments(env);
+  }
+  moments.count = moments.count.to(torch::kFloat64).cpu().contiguous();
+  moments.sum = moments.sum.to(torch::kFloat64).cpu().contiguous();
+  moments.sum_sq = moments.sum_sq.to(torch::kFloat64).cpu().contiguous();
+  s.communicator->all_reduce_sum({moments.count, moments.sum, moments.sum_sq});
+  DescriptorSpread spread;
+  spread.ratio = s.potential->descriptor_spread_ratio(moments);
+  spread.limit = StatisticsPhase::representative_limit(moments.count.sum().item<double>());
+  return spread;
+}
+
 double TrainingSession::force_uncertainty(const FramePart &frame, double *per_owned_atom)
 {
   return committee_spread(frame, per_owned_atom, nullptr).max_force_spread;
@@ -421,13 +443,9 @@ CommitteeSpread TrainingSession::committee_spread(const FramePart &frame, double
   const int64_t members_count = s.potential->committee_size();
   // A Bayesian model's members are posterior draws: its error on a new configuration is their
   // spread and the noise its fit left (bayesian_linear_potential.h), so that is its uncertainty.
-  struct {
-    double force = 0.0, energy = 0.0;
-  } noise;
-  if (const auto *bayesian = dynamic_cast<const BayesianLinearPotential *>(s.potential.get())) {
-    noise.force = bayesian->force_noise();
-    noise.energy = bayesian->energy_noise();
-  }
+  const struct {
+    double force, energy;
+  } noise{s.potential->force_noise(), s.potential->energy_noise()};
   const double atom_noise_sq = 3.0 * noise.force * noise.force;  // of a force vector
   double local_max = 0.0;
   torch::Tensor member_energy;

@@ -125,6 +125,17 @@ class TrainingSession {
   CommitteeSpread committee_spread(const FramePart &frame, double *per_owned_atom,
                                    double *mean_forces);
 
+  // Collective: how much wider the frame's descriptors spread than those of the statistics (the
+  // labelled frames' for a model fitted in closed form), reduced over ranks: about 1 for a
+  // configuration like those learned, above for one the model extrapolates to
+  // (Potential::descriptor_spread_ratio); and the limit a frame of its atoms may reach by
+  // sampling noise (StatisticsPhase::representative_limit).
+  struct DescriptorSpread {
+    double ratio = 0.0;
+    double limit = 0.0;
+  };
+  DescriptorSpread descriptor_spread(const FramePart &frame);
+
   const TrainingReport &report() const { return report_; }
   // The model being trained (the pair style's, shared).
   const std::shared_ptr<Potential> &potential() const;

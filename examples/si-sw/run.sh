@@ -9,4 +9,4 @@ cd "$(dirname "${BASH_SOURCE[0]}")"
 source ../lammps-potentials.sh
 "${LMP:-lmp}" -in in.si-sw -log log.lammps "$@"
 python3 ../accuracy_report.py log.lammps --label "configurations at 1000 K" \
-    --force-target 0.06 --energy-target 2 --max-calls 100 | tee report.txt
+    --force-target 0.05 --energy-target 2 --max-calls 3 | tee report.txt

@@ -88,9 +88,9 @@ def check_derivatives(spec):
 
 
 def train_silicon_model(lmp, plugin, folder):
-    """The main example's on-the-fly training (examples/si-sw/in.si-sw, part 1), 1000 steps."""
+    """The main example's on-the-fly training with its neural committee (examples/si-sw/in.si-sw-neural, part 1), 1000 steps."""
     ctx = Context(lmp, plugin, 1, "mpiexec", Path(folder), SOURCE_DIR / "tests" / "lammps")
-    spec = SOURCE_DIR / "examples" / "si-sw" / "si-spec.json"
+    spec = SOURCE_DIR / "examples" / "si-sw" / "si-spec-neural.json"
     start = time.perf_counter()
     run_lammps(ctx, f"""plugin load {plugin}
 units metal
