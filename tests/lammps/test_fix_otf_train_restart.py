@@ -5,8 +5,11 @@ potential energy (the model, trained online, drives the MD). The pair style is r
 untrained spec: the weights, descriptor statistics and energy shifts come from the restart file.
 The configurations restart in every phase (issue 35): during the statistics phase (nothing trained
 yet) while the reference drives, while the model drives, with gradient accumulation part-way,
-after labels trained on for label_steps, and in all three precisions.
+after labels trained on for label_steps, and in all three precisions; and a model fitted in closed
+form (bayesian-linear, issue 39) restarts with its fits, draws, statistics and calibration.
 """
+import json
+
 from lammps_harness import expect, expect_in, main, run_lammps
 from pair_otf_common import ARGON_LJ_REFERENCE, argon_script, write_argon_spec
 
@@ -44,9 +47,25 @@ def test(ctx):
         fix = (f"{ARGON_LJ_REFERENCE} every 2 steps_per_frame 2 batch 2 lr 3e-3 validation 0.3 "
                f"buffer 6 {keywords}")
         check_restart(ctx, spec, label, fix, trained_before)
+    # A closed-form model: an accuracy it cannot reach labels at every check, so it is refitted
+    # before and after the restart.
+    bayesian = ctx.workdir / "argon-bayesian.json"
+    bayesian.write_text(json.dumps({
+        "architecture": "bayesian-linear", "elements": ["Ar"], "cutoff": 5.0, "units": "metal",
+        "committee_size": 4, "dtype": "float32", "seed": 3,
+        "hyperparameters": {"radial_functions": 6, "angular_radial_functions": 3,
+                            "max_angular_order": 2}}))
+    # Not yet bitwise (issue 39's note): the first fit after the restart differs from the
+    # uninterrupted run's in the last bits, and the MD carries that on. The counts (fits, buffer,
+    # labels, steps) must agree exactly, the energy within 1e-5, the validation errors and the
+    # uncertainty (differences of nearly equal numbers) within 5%.
+    loose = {column: 5e-2 for column in ("f_t[1]", "f_t[2]", "f_t[3]", "f_t[10]", "f_t[15]")}
+    check_restart(ctx, bayesian, "bayesian",
+                  f"{ARGON_LJ_REFERENCE} buffer 6 accuracy 1e-6 1e-8 check_every 3", True,
+                  tolerance=dict(loose, PotEng=1e-5))
 
 
-def check_restart(ctx, spec, label, fix, trained_before):
+def check_restart(ctx, spec, label, fix, trained_before, tolerance=None):
     whole = run_lammps(ctx, argon_script(ctx, spec, fix=fix, steps=2 * N, thermo=2,
                                              extra=NEIGHBORS),
                        name=f"in.whole-{label}")
@@ -78,8 +97,9 @@ def check_restart(ctx, spec, label, fix, trained_before):
             a, b = reference[step][column], restarted[step][column]
             difference = abs(a - b) / max(abs(a), 1e-30) if a != b else 0.0
             worst = max(worst, difference)
-            expect(difference <= 1e-6, f"step {step}, {column}: {b!r} after the restart, "
-                                       f"{a!r} without (relative {difference:.3g})")
+            limit = (tolerance or {}).get(column, 1e-6)
+            expect(difference <= limit, f"step {step}, {column}: {b!r} after the restart, "
+                                        f"{a!r} without (relative {difference:.3g})")
     if label == "auto":
         expect(any(row["f_t[11]"] == 1 for row in first.thermo[-1]), "auto: the model never drove")
         expect(reference[2 * N]["f_t[14]"] > first.last("f_t[14]"),
