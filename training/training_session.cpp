@@ -594,7 +594,9 @@ void TrainingSession::load_state(const std::string &bytes)
   fields::load_checked(archive, bytes, kStateKind);
   check_model_signature(fields::read_tensor(archive, "model/signature", kStateWhat), *s.potential);
   const std::string training_state = fields::read_bytes(archive, "training_state", kStateWhat);
-  StatisticsPhase statistics(s.settings.stats_frames, false);
+  // The same kind of phase as the session's (a closed-form model keeps gathering).
+  StatisticsPhase statistics(s.settings.stats_frames, false, 0,
+                             s.potential->learns_in_closed_form());
   statistics.load(archive, kStateWhat);
   const double last_force = fields::read_double(archive, "loss/force_component", kStateWhat);
   const double last_other = fields::read_double(archive, "loss/other_components", kStateWhat);
