@@ -99,6 +99,8 @@ CheckOutcome CalibratedAccuracy::judge_check(const DriveMeasurement& m) const {
     return outcome;
   outcome.label = true;
   outcome.reference_takes_over = m.predicted_force_error > take_over_factor_ * target_force_error_;
+  // Predicted above the accuracy: watched every step until it is within it again.
+  outcome.check_next_step = true;
   return outcome;
 }
 
@@ -163,10 +165,13 @@ CheckOutcome PosteriorAccuracy::judge_check(const DriveMeasurement& m) const {
   // prior: the posterior is confident without reason, so the first check asks for forces.
   // A configuration outside the labelled ones is where a Bayesian linear model's posterior is
   // least to be trusted (its noise was estimated on the labels): learn it.
-  outcome.label =
-      !m.learned_forces || m.extrapolates() ||
+  const bool unsure =
       label_due(m.predicted_force_error, m.irreducible_force_error, target_force_error_) ||
       label_due(m.predicted_energy_error, m.irreducible_energy_error, target_energy_error_);
+  outcome.label = !m.learned_forces || m.extrapolates() || unsure;
+  // Watched every step while its posterior is above the accuracy; a label for forces or for an
+  // extrapolation is learned completely and says nothing about the next step.
+  outcome.check_next_step = unsure && m.learned_forces;
   return outcome;
 }
 

@@ -54,6 +54,8 @@ enum class LabelDecision { None, ModelDrives, ReferenceDrives };
 struct CheckOutcome {
   bool label = false;                 // the configuration needs a label
   bool reference_takes_over = false;  // so uncertain that the reference drives from now on
+  // The model drives on but is unsure: check the next step too (on_the_fly_policy.h).
+  bool check_next_step = false;
 };
 
 class DriveCriterion {

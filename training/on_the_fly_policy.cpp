@@ -99,7 +99,8 @@ StepPlan OnTheFlyPolicy::plan_step(int64_t step) {
   // uncertainty on schedule and labels only what is uncertain.
   const bool checking = criterion_ && model_drives;
   plan.label = !checking && step % settings_.label_every == 0 && step != state_.last_labelled_step;
-  plan.check = checking && step % *settings_.check_every == 0 && step != state_.last_checked_step;
+  plan.check = checking && (step % *settings_.check_every == 0 || state_.check_next_step) &&
+               step != state_.last_checked_step;
   plan.reference_forces = state_.reference_drives && !plan.label;
   if (plan.label) state_.last_labelled_step = step;
   if (plan.check) state_.last_checked_step = step;
@@ -116,8 +117,18 @@ LabelDecision OnTheFlyPolicy::after_label(const LabelAssessment& assessment) {
 
 CheckOutcome OnTheFlyPolicy::after_check(int64_t step, const DriveMeasurement& measurement) {
   if (!criterion_) return {};
-  const CheckOutcome outcome = criterion_->judge_check(measurement);
+  CheckOutcome outcome = criterion_->judge_check(measurement);
+  const bool scheduled = step % *settings_.check_every == 0;
+  const double value = criterion_->checked_value(measurement);
+  // Distinctly worse: consecutive steps' predictions are close, and a rounding difference (another
+  // rank count) must not decide.
+  constexpr double kWorse = 1.25;
+  if (!scheduled && outcome.label && !outcome.reference_takes_over &&
+      value <= kWorse * state_.watch_floor)
+    outcome.label = false;  // watched, but not distinctly worse than at its last label
+  state_.check_next_step = outcome.check_next_step && !outcome.reference_takes_over;
   if (!outcome.label) return outcome;
+  state_.watch_floor = value;
   state_.last_labelled_step = step;
   ++state_.model_phase_labels;
   state_.reference_drives = outcome.reference_takes_over;

@@ -73,6 +73,14 @@ struct PolicyState {
   int64_t last_counted_step = -1;  // the last step counted (a repeated setup() step is not)
   int64_t model_driven_steps = 0;
   int64_t model_phase_labels = 0;  // labels asked for while the model drove
+  // The last check found the model unsure (CheckOutcome::check_next_step) while it went on
+  // driving: the next step is checked too, and so on until a check finds it sure (a
+  // configuration heading somewhere unlearned is caught within a step, not check_every later).
+  bool check_next_step = false;
+  // The checked value (DriveCriterion::checked_value) of the check that last asked for a label: a
+  // check between the scheduled ones labels only above 1.25 x it (the model getting worse), so
+  // that a model that cannot reach the accuracy is not labelled on every step.
+  double watch_floor = 0.0;
 };
 
 // What to do on one MD step, decided before anything is evaluated.

@@ -23,6 +23,7 @@ constexpr int kWithReferenceTimes = 1;  // skipped labels, reference and trainin
 constexpr int kWithCalibration = 2;     // accuracy mode's errors and calibration
 constexpr int kWithOutlierGuard = 3;    // the outlier guard's counters
 constexpr int kWithJournalOffset = 4;   // the label journal's size (resuming after a kill)
+constexpr int kWithCheckNextStep = 5;   // the policy's check of the next step (issue 39)
 
 // Every rank's replay buffer part: a count, then one byte string per rank.
 archive::Field<TrainerRestart> rank_buffers_field() {
@@ -48,9 +49,11 @@ archive::Field<TrainerRestart> rank_buffers_field() {
 
 // The policy's and the trainer's fields, under "policy/<name>" and "trainer/<name>".
 template <class Value>
-archive::Field<TrainerRestart> policy_field(const char* name, Value PolicyState::*member) {
+archive::Field<TrainerRestart> policy_field(const char* name, Value PolicyState::*member,
+                                            int revision = 0) {
   return archive::field<TrainerRestart>(
-      std::string("policy/") + name, [member](auto& r) -> auto& { return r.policy.*member; });
+      std::string("policy/") + name, [member](auto& r) -> auto& { return r.policy.*member; },
+      revision);
 }
 
 template <class Value>
@@ -72,6 +75,8 @@ const std::vector<archive::Field<TrainerRestart>>& restart_fields() {
       policy_field("last_counted_step", &P::last_counted_step),
       policy_field("model_driven_steps", &P::model_driven_steps),
       policy_field("model_phase_labels", &P::model_phase_labels),
+      policy_field("check_next_step", &P::check_next_step, kWithCheckNextStep),
+      policy_field("watch_floor", &P::watch_floor, kWithCheckNextStep),
       counter_field("reference_calls", &C::reference_calls),
       counter_field("last_saved_step", &C::last_saved_step),
       counter_field("max_uncertainty", &C::max_uncertainty),

@@ -3,8 +3,9 @@
 
 * the model takes over after at least min_labels labels were predicted by a trained model and
   the last one's actual force error was within take_over/2 x the target (from the learning log);
-* while it drives, a check labels exactly when the calibrated predicted force or energy error is
-  above the target, and every label carries its prediction from before it was learned, its actual
+* while it drives, a scheduled check labels exactly when the calibrated predicted force or energy
+  error is above the target, and after one that did, every step is checked and labelled only when
+  the predicted force error got worse (the model watched while unsure, issue 39), and every label carries its prediction from before it was learned, its actual
   error, and the fraction of atoms above the 90% bound of the calibration before it;
 * thermo elements 18 and 19 are the last predicted and actual force errors; the end of the run
   logs the calibration (Spearman rank correlation included);
@@ -59,8 +60,9 @@ def one_run(ctx, spec, np):
     by_step = {}
     for r in rows:
         by_step.setdefault(int(r["step"]), []).append(r)
-    checks = 0
-    for step, events in by_step.items():
+    checks = rechecks = 0
+    floor = 0.0  # the predicted force error of the last check that asked for a label
+    for step, events in sorted(by_step.items()):
         kinds = [r["event"] for r in events]
         if "check" not in kinds:
             continue
@@ -71,10 +73,19 @@ def one_run(ctx, spec, np):
         above = predicted_f > FORCE_TARGET or predicted_e > ENERGY_TARGET
         expect(check["drive"] == "model" or predicted_f > TAKE_OVER * FORCE_TARGET,
                f"np {np}: step {step}: a check while the reference drove")
-        expect(above == ("label" in kinds),
+        # Scheduled checks label above the accuracy; the checks of the steps after a check that
+        # asked for a label (the model watched while unsure) label only when it got worse.
+        scheduled = step % CHECK_EVERY == 0
+        rechecks += not scheduled
+        due = above and (scheduled or predicted_f > 1.25 * floor or
+                         predicted_f > TAKE_OVER * FORCE_TARGET)
+        expect(due == ("label" in kinds),
                f"np {np}: step {step}: predicted {predicted_f:.4g} eV/A, {predicted_e:.4g} "
-               f"eV/atom, but labelled: {'label' in kinds}")
+               f"eV/atom (watch floor {floor:.4g}), but labelled: {'label' in kinds}")
+        if "label" in kinds:
+            floor = predicted_f
     expect(checks > 0, f"np {np}: no uncertainty checks")
+    expect(rechecks > 0, f"np {np}: no step was checked after a check that asked for a label")
     for r in rows:
         if r["event"] != "label":
             continue

@@ -257,6 +257,34 @@ TEST(OnTheFlyPolicy, AccuracyLabelsAboveTheTargetAndGivesBackAboveTakeOver) {
   EXPECT_EQ(policy.state().model_phase_labels, 2);
 }
 
+TEST(OnTheFlyPolicy, AnUnsureModelIsWatchedEveryStepAndLabelledWhenItGetsWorse) {
+  OnTheFlyPolicy policy(accuracy_settings());
+  policy.plan_step(0);
+  ASSERT_EQ(policy.after_label(assessed(0.02, 0.0005, 3)), LabelDecision::ModelDrives);
+  EXPECT_FALSE(policy.plan_step(1).check);  // sure so far: checks every check_every steps
+  ASSERT_TRUE(policy.plan_step(10).check);
+  EXPECT_TRUE(policy.after_check(10, predicted(0.08, 0.0)).label);
+  EXPECT_TRUE(policy.state().check_next_step);
+  // Watched on the next steps; above the accuracy but not 1.25 x worse than at the label: no call.
+  ASSERT_TRUE(policy.plan_step(11).check);
+  EXPECT_FALSE(policy.after_check(11, predicted(0.099, 0.0)).label);
+  ASSERT_TRUE(policy.plan_step(12).check);
+  // Distinctly worse: labelled, and the floor moves up.
+  EXPECT_TRUE(policy.after_check(12, predicted(0.101, 0.0)).label);
+  EXPECT_DOUBLE_EQ(policy.state().watch_floor, 0.101);
+  ASSERT_TRUE(policy.plan_step(13).check);
+  EXPECT_FALSE(policy.after_check(13, predicted(0.12, 0.0)).label);
+  // Within the accuracy again: back to the schedule.
+  ASSERT_TRUE(policy.plan_step(14).check);
+  EXPECT_FALSE(policy.after_check(14, predicted(0.04, 0.0)).label);
+  EXPECT_FALSE(policy.state().check_next_step);
+  EXPECT_FALSE(policy.plan_step(15).check);
+  // A scheduled check labels above the accuracy whatever the floor.
+  ASSERT_TRUE(policy.plan_step(20).check);
+  EXPECT_TRUE(policy.after_check(20, predicted(0.06, 0.0)).label);
+  EXPECT_EQ(policy.state().model_phase_labels, 3);
+}
+
 TEST(OnTheFlyPolicy, ARepeatedStepIsNeitherCountedNorLabelledTwice) {
   PolicySettings s;
   s.mode = DriveMode::Model;
