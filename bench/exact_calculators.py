@@ -20,7 +20,7 @@ from ase.calculators.calculator import Calculator, all_changes
 from ase.neighborlist import neighbor_list
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "scripts"))
-from stillinger_weber import StillingerWeber  # noqa: E402  (re-exported)
+from stillinger_weber import StillingerWeber, store_pair_results  # noqa: E402  (SW re-exported)
 
 DEFAULT_POTENTIALS = os.environ.get("LAMMPS_POTENTIALS", "/usr/share/lammps/potentials")
 
@@ -184,16 +184,7 @@ class Tersoff(Calculator):
         np.add.at(gradients, bp, grad_u)
         np.add.at(gradients, bq, grad_v)
 
-        forces = np.zeros((n_atoms, 3))
-        np.add.at(forces, i, gradients)
-        np.add.at(forces, j, -gradients)
-        virial = -D.T @ gradients
-        self.results["energies"] = energies
-        self.results["energy"] = self.results["free_energy"] = energies.sum()
-        self.results["forces"] = forces
-        if atoms.cell.rank == 3 and atoms.pbc.all():
-            stress = -0.5 * (virial + virial.T) / atoms.get_volume()
-            self.results["stress"] = stress.flat[[0, 4, 8, 5, 2, 1]]
+        store_pair_results(self.results, atoms, energies, i, j, D, gradients)
 
 
 def lammps_reference(lmp, atoms, pair_style, pair_coeff, specorder):

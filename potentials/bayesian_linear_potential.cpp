@@ -2,7 +2,6 @@
 
 #include <cmath>
 #include <random>
-#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -11,22 +10,6 @@
 
 namespace otf {
 namespace {
-
-void check_hyperparameter_keys(const nlohmann::json& json) {
-  static const std::set<std::string> accepted = {"radial_functions", "angular_radial_functions",
-                                                 "max_angular_order", "degree"};
-  if (!json.is_object())
-    throw std::invalid_argument("model spec: 'hyperparameters' must be an object, got " +
-                                json.dump());
-  for (const auto& item : json.items()) {
-    if (accepted.count(item.key()) != 0) continue;
-    std::string names;
-    for (const std::string& key : accepted) names += (names.empty() ? "" : ", ") + key;
-    throw std::invalid_argument("model spec: unknown hyperparameter '" + item.key() +
-                                "' for architecture 'bayesian-linear' (expected one of: " + names +
-                                ")");
-  }
-}
 
 int64_t read_degree(const nlohmann::json& json) {
   if (!json.contains("degree")) return 1;
@@ -41,14 +24,11 @@ int64_t read_degree(const nlohmann::json& json) {
 
 }  // namespace
 
-BayesianLinearPotential::BayesianLinearPotential(ModelSpec spec) : Potential(std::move(spec)) {
-  check_hyperparameter_keys(this->spec().hyperparameters);
+BayesianLinearPotential::BayesianLinearPotential(ModelSpec spec) :
+    DescriptorPotential(std::move(spec), kArchitecture,
+                        {"radial_functions", "angular_radial_functions", "max_angular_order",
+                         "degree"}) {
   degree_ = read_degree(this->spec().hyperparameters);
-  const ThreeBodyDescriptorOptions descriptor_options = ThreeBodyDescriptorOptions::from_json(
-      this->spec().hyperparameters, num_species(), cutoff());
-  descriptor_ = std::make_unique<ThreeBodyDescriptor>(descriptor_options);
-  normalizer_ = register_module("normalizer", std::make_shared<DescriptorNormalizer>(
-                                                  num_species(), descriptor_->num_features(), dtype()));
   // A parameter, though no optimizer moves it: the engine's checkpoint, snapshot and replica
   // hash cover the parameters, and the weights are what the fit changes.
   weights_ = register_parameter(
@@ -57,7 +37,7 @@ BayesianLinearPotential::BayesianLinearPotential(ModelSpec spec) : Potential(std
   fits_ = register_buffer("fits", torch::zeros({}, torch::kInt64));
   hyperparameters_ = register_buffer("posterior_hyperparameters", torch::zeros({3}, torch::kFloat64));
 
-  nlohmann::json complete = descriptor_options.to_json();
+  nlohmann::json complete = descriptor_options_.to_json();
   complete["degree"] = degree_;
   set_hyperparameters(complete);
 }
@@ -65,11 +45,6 @@ BayesianLinearPotential::BayesianLinearPotential(ModelSpec spec) : Potential(std
 int64_t BayesianLinearPotential::block_size() const {
   const int64_t f = descriptor_->num_features();
   return 1 + f + (degree_ == 2 ? f * (f + 1) / 2 : 0);
-}
-
-torch::Tensor BayesianLinearPotential::standardised_descriptors(const LocalEnvironments& env) {
-  require_shared_environments(env);
-  return normalizer_->forward((*descriptor_)(env), env.center_species);
 }
 
 torch::Tensor BayesianLinearPotential::basis(const torch::Tensor& standardised) const {
@@ -102,18 +77,8 @@ torch::Tensor BayesianLinearPotential::member_energies_from_basis(
 }
 
 torch::Tensor BayesianLinearPotential::member_network_energies(const LocalEnvironments& env) {
-  if (!env.member_resolved())
-    return member_energies_from_basis(basis(standardised_descriptors(env)).unsqueeze(0),
-                                      env.center_species);
-  const int64_t members = env.pair_vectors.size(0), centers = env.num_centers();
-  LocalEnvironments flat;
-  flat.pair_vectors = env.pair_vectors.reshape({members * centers, env.max_neighbors(), 3});
-  flat.neighbor_species = env.neighbor_species.repeat({members, 1});
-  flat.center_species = env.center_species.repeat({members});
-  flat.first_derivatives_only = env.first_derivatives_only;
-  const torch::Tensor phi =
-      basis(normalizer_->forward((*descriptor_)(flat), flat.center_species))
-          .reshape({members, centers, block_size()});
+  torch::Tensor phi = basis(standardised_descriptors(env));  // [C, B] or [members, C, B]
+  if (!env.member_resolved()) phi = phi.unsqueeze(0);
   return member_energies_from_basis(phi, env.center_species);
 }
 
@@ -205,25 +170,6 @@ double BayesianLinearPotential::force_noise() const {
 double BayesianLinearPotential::energy_noise() const {
   const double beta = hyperparameters_[2].item<double>();
   return beta > 0.0 ? 1.0 / std::sqrt(beta) : 0.0;
-}
-
-DescriptorMoments BayesianLinearPotential::descriptor_moments(const LocalEnvironments& env) {
-  torch::NoGradGuard no_grad;
-  return normalizer_->moments((*descriptor_)(env), env.center_species);
-}
-
-void BayesianLinearPotential::accumulate_descriptor_statistics(const DescriptorMoments& moments) {
-  normalizer_->accumulate(moments);
-}
-
-double BayesianLinearPotential::descriptor_spread_ratio(const DescriptorMoments& frame) const {
-  return normalizer_->spread_ratio(frame);
-}
-
-void BayesianLinearPotential::freeze_descriptor_statistics() { normalizer_->freeze(); }
-
-bool BayesianLinearPotential::descriptor_statistics_frozen() const {
-  return normalizer_->frozen();
 }
 
 }  // namespace otf

@@ -15,23 +15,15 @@
 #include <memory>
 
 #include "bayesian_evidence.h"
-#include "descriptor_normalizer.h"
-#include "potential.h"
-#include "three_body_descriptor.h"
+#include "descriptor_potential.h"
 
 namespace otf {
 
-class BayesianLinearPotential final : public Potential {
+class BayesianLinearPotential final : public DescriptorPotential {
  public:
   static constexpr const char* kArchitecture = "bayesian-linear";
 
   explicit BayesianLinearPotential(ModelSpec spec);
-
-  DescriptorMoments descriptor_moments(const LocalEnvironments& env) override;
-  void accumulate_descriptor_statistics(const DescriptorMoments& moments) override;
-  double descriptor_spread_ratio(const DescriptorMoments& frame) const override;
-  void freeze_descriptor_statistics() override;
-  bool descriptor_statistics_frozen() const override;
 
   // One descriptor evaluation shared by the members: each member's pair gradients are one
   // backward pass through it.
@@ -44,9 +36,8 @@ class BayesianLinearPotential final : public Potential {
   // Basis functions per element (the constant included), and weights in all.
   int64_t block_size() const;
   int64_t num_weights() const { return num_species() * block_size(); }
-  // The standardised descriptors of env's centres, [centres, features], differentiable in
-  // env.pair_vectors (shared environments only).
-  torch::Tensor standardised_descriptors(const LocalEnvironments& env);
+  // The standardised descriptors of env's centres, differentiable in env.pair_vectors.
+  using DescriptorPotential::standardised_descriptors;
   // The basis phi of standardised descriptors [..., features]: [..., block_size()].
   torch::Tensor basis(const torch::Tensor& standardised) const;
   // [num_weights()] float64: 1 for weights under the prior, 0 for each element's constant.
@@ -72,8 +63,6 @@ class BayesianLinearPotential final : public Potential {
                                            const torch::Tensor& center_species) const;
 
   int64_t degree_ = 1;
-  std::unique_ptr<ThreeBodyDescriptor> descriptor_;
-  std::shared_ptr<DescriptorNormalizer> normalizer_;
   torch::Tensor weights_;      // parameter [members, species, block], the spec's dtype
   torch::Tensor fits_;         // buffer 0-d int64
   torch::Tensor hyperparameters_;  // buffer [3] float64: alpha, beta_F, beta_E of the last fit

@@ -1,6 +1,5 @@
 #include "behler_parrinello_potential.h"
 
-#include <set>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -9,27 +8,6 @@
 
 namespace otf {
 namespace {
-
-const std::set<std::string>& accepted_hyperparameters() {
-  static const std::set<std::string> keys = {"radial_functions", "angular_radial_functions",
-                                             "max_angular_order", "hidden", "activation"};
-  return keys;
-}
-
-void check_hyperparameter_keys(const nlohmann::json& json) {
-  if (!json.is_object()) {
-    throw std::invalid_argument("model spec: 'hyperparameters' must be an object, got " + json.dump());
-  }
-  for (const auto& item : json.items()) {
-    if (accepted_hyperparameters().count(item.key()) == 0) {
-      std::string accepted;
-      for (const std::string& key : accepted_hyperparameters()) accepted += (accepted.empty() ? "" : ", ") + key;
-      throw std::invalid_argument("model spec: unknown hyperparameter '" + item.key() +
-                                  "' for architecture 'behler-parrinello' (expected one of: " +
-                                  accepted + ")");
-    }
-  }
-}
 
 ElementCommitteeOptions committee_options(const ModelSpec& spec, int64_t inputs) {
   ElementCommitteeOptions options;
@@ -66,39 +44,22 @@ ElementCommitteeOptions committee_options(const ModelSpec& spec, int64_t inputs)
 
 }  // namespace
 
-BehlerParrinelloPotential::BehlerParrinelloPotential(ModelSpec spec) : Potential(std::move(spec)) {
-  check_hyperparameter_keys(this->spec().hyperparameters);
-  const ThreeBodyDescriptorOptions descriptor_options = ThreeBodyDescriptorOptions::from_json(
-      this->spec().hyperparameters, num_species(), cutoff());
-  descriptor_ = std::make_unique<ThreeBodyDescriptor>(descriptor_options);
+BehlerParrinelloPotential::BehlerParrinelloPotential(ModelSpec spec) :
+    DescriptorPotential(std::move(spec), kArchitecture,
+                        {"radial_functions", "angular_radial_functions", "max_angular_order",
+                         "hidden", "activation"}) {
   const ElementCommitteeOptions network_options =
       committee_options(this->spec(), descriptor_->num_features());
-  normalizer_ = register_module(
-      "normalizer", std::make_shared<DescriptorNormalizer>(
-                        num_species(), descriptor_->num_features(), dtype()));
   networks_ = register_module("networks", std::make_shared<ElementCommittee>(network_options));
 
-  nlohmann::json complete = descriptor_options.to_json();
+  nlohmann::json complete = descriptor_options_.to_json();
   complete["hidden"] = network_options.hidden;
   complete["activation"] = to_string(network_options.activation);
   set_hyperparameters(complete);
 }
 
 torch::Tensor BehlerParrinelloPotential::member_network_energies(const LocalEnvironments& env) {
-  torch::Tensor standardised;  // [C, D] shared, or [members, C, D] member-resolved
-  if (env.member_resolved()) {
-    const int64_t members = env.pair_vectors.size(0), centers = env.num_centers();
-    LocalEnvironments flat;
-    flat.pair_vectors = env.pair_vectors.reshape({members * centers, env.max_neighbors(), 3});
-    flat.neighbor_species = env.neighbor_species.repeat({members, 1});
-    flat.center_species = env.center_species.repeat({members});
-    flat.first_derivatives_only = env.first_derivatives_only;
-    standardised = normalizer_->forward((*descriptor_)(flat), flat.center_species)
-                       .reshape({members, centers, descriptor_->num_features()});
-  } else {
-    standardised = normalizer_->forward((*descriptor_)(env), env.center_species);
-  }
-  return network_energies(standardised, env.center_species);
+  return network_energies(standardised_descriptors(env), env.center_species);
 }
 
 torch::Tensor BehlerParrinelloPotential::network_energies(const torch::Tensor& standardised,
@@ -148,25 +109,6 @@ MemberPairGradients BehlerParrinelloPotential::member_energies_and_pair_gradient
   out.pair_gradients =
       pair_gradients_from_moment_gradients(basis, moment_gradients.reshape({members, centers, channels, count}));
   return out;
-}
-
-DescriptorMoments BehlerParrinelloPotential::descriptor_moments(const LocalEnvironments& env) {
-  torch::NoGradGuard no_grad;
-  return normalizer_->moments((*descriptor_)(env), env.center_species);
-}
-
-void BehlerParrinelloPotential::accumulate_descriptor_statistics(const DescriptorMoments& moments) {
-  normalizer_->accumulate(moments);
-}
-
-double BehlerParrinelloPotential::descriptor_spread_ratio(const DescriptorMoments& frame) const {
-  return normalizer_->spread_ratio(frame);
-}
-
-void BehlerParrinelloPotential::freeze_descriptor_statistics() { normalizer_->freeze(); }
-
-bool BehlerParrinelloPotential::descriptor_statistics_frozen() const {
-  return normalizer_->frozen();
 }
 
 }  // namespace otf

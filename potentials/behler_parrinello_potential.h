@@ -8,24 +8,16 @@
 //   hidden ([64, 64]), activation ("silu")
 #pragma once
 
-#include "descriptor_normalizer.h"
+#include "descriptor_potential.h"
 #include "element_committee.h"
-#include "potential.h"
-#include "three_body_descriptor.h"
 
 namespace otf {
 
-class BehlerParrinelloPotential final : public Potential {
+class BehlerParrinelloPotential final : public DescriptorPotential {
  public:
   static constexpr const char* kArchitecture = "behler-parrinello";
 
   explicit BehlerParrinelloPotential(ModelSpec spec);
-
-  DescriptorMoments descriptor_moments(const LocalEnvironments& env) override;
-  void accumulate_descriptor_statistics(const DescriptorMoments& moments) override;
-  double descriptor_spread_ratio(const DescriptorMoments& frame) const override;
-  void freeze_descriptor_statistics() override;
-  bool descriptor_statistics_frozen() const override;
 
   // Shares the pair work between the members: the pair basis (pair_moments.h) and the moments
   // are computed once, each member differentiates its energy with respect to its own copy of
@@ -34,8 +26,6 @@ class BehlerParrinelloPotential final : public Potential {
   MemberPairGradients member_energies_and_pair_gradients(const LocalEnvironments& env,
                                                          const PairGradientOptions& options) override;
 
-  const ThreeBodyDescriptor& descriptor() const { return *descriptor_; }
-
  protected:
   torch::Tensor member_network_energies(const LocalEnvironments& env) override;
 
@@ -43,8 +33,6 @@ class BehlerParrinelloPotential final : public Potential {
   // standardised [C, D] shared or [members, C, D] member-resolved: [members, C].
   torch::Tensor network_energies(const torch::Tensor& standardised, const torch::Tensor& center_species);
 
-  std::unique_ptr<ThreeBodyDescriptor> descriptor_;
-  std::shared_ptr<DescriptorNormalizer> normalizer_;
   std::shared_ptr<ElementCommittee> networks_;
 };
 

@@ -78,17 +78,22 @@ class StillingerWeber(Calculator):
         np.add.at(pair_gradients, b1, grad_u)
         np.add.at(pair_gradients, b2, grad_v)
 
-        # E depends on D = r_j - r_i: F_j -= g, F_i += g; virial W = sum r f = -sum D (x) g.
-        forces = np.zeros((n, 3))
-        np.add.at(forces, i, pair_gradients)
-        np.add.at(forces, j, -pair_gradients)
-        virial = -D.T @ pair_gradients
-        self.results["energies"] = energies
-        self.results["energy"] = self.results["free_energy"] = energies.sum()
-        self.results["forces"] = forces
-        if atoms.cell.rank == 3 and atoms.pbc.all():
-            stress = -0.5 * (virial + virial.T) / atoms.get_volume()
-            self.results["stress"] = stress.flat[[0, 4, 8, 5, 2, 1]]
+        store_pair_results(self.results, atoms, energies, i, j, D, pair_gradients)
+
+
+def store_pair_results(results, atoms, energies, i, j, D, pair_gradients):
+    """An ASE calculator's results from per-atom energies and the gradient g of the energy with
+    respect to each pair vector D = r_j - r_i: F_j -= g, F_i += g; virial W = sum r f = -sum D (x) g."""
+    forces = np.zeros((len(atoms), 3))
+    np.add.at(forces, i, pair_gradients)
+    np.add.at(forces, j, -pair_gradients)
+    virial = -D.T @ pair_gradients
+    results["energies"] = energies
+    results["energy"] = results["free_energy"] = energies.sum()
+    results["forces"] = forces
+    if atoms.cell.rank == 3 and atoms.pbc.all():
+        stress = -0.5 * (virial + virial.T) / atoms.get_volume()
+        results["stress"] = stress.flat[[0, 4, 8, 5, 2, 1]]
 
 
 def compare_with_lammps(lmp):

@@ -70,10 +70,19 @@ CalibratedAccuracy::CalibratedAccuracy(double target_force_error, double target_
     take_over_factor_(take_over_factor),
     default_units_(std::move(default_units)) {}
 
+namespace {
+
+// "accuracy F E", and where the input named none, whose default it is.
+std::string accuracy_description(double force, double energy, const std::string& default_units) {
+  return formatted("accuracy %.6g %.6g", force, energy) +
+         (default_units.empty() ? std::string()
+                                : " (the default accuracy in units " + default_units + ")");
+}
+
+}  // namespace
+
 std::string CalibratedAccuracy::describe() const {
-  return formatted("accuracy %.6g %.6g", target_force_error_, target_energy_error_) +
-         (default_units_.empty() ? std::string()
-                                 : " (the default accuracy in units " + default_units_ + ")");
+  return accuracy_description(target_force_error_, target_energy_error_, default_units_);
 }
 
 LabelDecision CalibratedAccuracy::judge_label(const LabelAssessment& a,
@@ -136,9 +145,7 @@ PosteriorAccuracy::PosteriorAccuracy(double target_force_error, double target_en
     default_units_(std::move(default_units)) {}
 
 std::string PosteriorAccuracy::describe() const {
-  return formatted("accuracy %.6g %.6g", target_force_error_, target_energy_error_) +
-         (default_units_.empty() ? std::string()
-                                 : " (the default accuracy in units " + default_units_ + ")") +
+  return accuracy_description(target_force_error_, target_energy_error_, default_units_) +
          ", judged by the posterior of a model fitted in closed form";
 }
 
