@@ -135,6 +135,13 @@ CheckOutcome OnTheFlyPolicy::after_check(int64_t step, const DriveMeasurement& m
   return outcome;
 }
 
+bool OnTheFlyPolicy::after_refused_label() {
+  if (settings_.mode != DriveMode::Auto || state_.reference_drives) return false;
+  state_.reference_drives = true;
+  state_.check_next_step = false;
+  return true;
+}
+
 void OnTheFlyPolicy::restore(const PolicyState& state) {
   const bool reference_drives = state_.reference_drives;
   state_ = state;

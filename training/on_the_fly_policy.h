@@ -108,6 +108,10 @@ class OnTheFlyPolicy {
   // asks for is counted and marks the step labelled. With reference_takes_over, the reference
   // drives from this step on (its label's forces move the atoms).
   CheckOutcome after_check(int64_t step, const DriveMeasurement& measurement);
+  // A label of a configuration the model drove to was refused as a wreck (the trainer's outlier
+  // guard): under drive auto the reference drives from the next step on, until a learned label
+  // lets the criterion hand over again. Returns whether the reference took over.
+  bool after_refused_label();
 
   // drive auto's criterion; null in the fixed modes.
   const DriveCriterion* criterion() const { return criterion_.get(); }

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "atomic_units.h"
 #include "frame_gather.h"
 #include "frame_intake.h"
 #include "journal_replay.h"
@@ -63,9 +64,23 @@ void check_trainer_fields(const TrainerSettings& s) {
   require_integer_in("label_steps", s.label_steps, 0, 1000000);
   require_integer_in("calibration_window", s.calibration_window, 1, 1000000);
   require_real_in("outlier_factor", s.outlier_factor, 0.0, 1e30);
+  if (s.outlier_energy) require_real_in("outlier_energy", *s.outlier_energy, 0.0, 1e30);
   if (s.outlier_factor > 0.0 && s.outlier_factor < 2.0)
     throw std::invalid_argument("outlier_factor must be 0 (off) or at least 2, got " +
                                 format_number(s.outlier_factor));
+}
+
+double default_outlier_energy(const std::string& unit_style) {
+  // Beyond what heating, melting or a phase change moves a solid's energy per atom (tenths of an
+  // eV), short of a collapse or an explosion (eVs).
+  constexpr double kEvPerAtom = 1.0;
+  try {
+    const AtomicUnitConversion units = atomic_unit_conversion(unit_style);
+    return kEvPerAtom * atomic_unit_conversion("metal").hartree_per_energy /
+           units.hartree_per_energy;
+  } catch (const std::invalid_argument&) {
+    return 0.0;
+  }
 }
 
 void check_trainer_settings(const TrainerSettings& settings) {
@@ -92,7 +107,8 @@ OnTheFlyTrainer::OnTheFlyTrainer(std::shared_ptr<Potential> potential,
     world_(world),
     messages_(std::move(messages)),
     policy_(policy_settings_for(settings.policy, *potential)),
-    calibration_(settings.calibration_window, potential->learns_in_closed_form()) {
+    calibration_(settings.calibration_window, potential->learns_in_closed_form()),
+    outlier_energy_(settings.outlier_energy.value_or(default_outlier_energy(settings.unit_style))) {
   MPI_Comm_rank(world_, &rank_);
   MPI_Comm_size(world_, &ranks_);
   try {
@@ -351,7 +367,9 @@ void OnTheFlyTrainer::learn_missed_labels(int64_t step, bool every_one) {
     label.energy = frame.energy;
     label.virial = frame.virial;
     if (rank_ == 0) label.owned_forces = frame.forces;
-    if (!label_is_learnable(frame.step, label)) continue;
+    if (judge_label_values(frame.step, label, !policy_.reference_drives()) !=
+        LabelVerdict::Learnable)
+      continue;
     Stopwatch timing(counters_.training_seconds);
     agreed("learning the journal's label of step " + std::to_string(frame.step), [&] {
       learn_whole_frame(*session_, rank_ == 0 ? &frame : nullptr, world_);
@@ -429,8 +447,15 @@ bool OnTheFlyTrainer::label_and_train(int64_t step, const FramePart& frame, MdFr
       policy_.reference_drives() ? ReferenceUse::Drive : ReferenceUse::Label;
   ReferenceLabel label;
   if (!ask_reference(step, md, use, true, uncertainty_measured, label)) return false;
-  if (!label_is_learnable(step, label)) {
+  const LabelVerdict verdict = judge_label_values(step, label, use == ReferenceUse::Label);
+  if (verdict != LabelVerdict::Learnable) {
     prediction_kept_ = false;
+    // The model drove somewhere it must not learn from: the reference drives it out again.
+    if (use == ReferenceUse::Label && verdict == LabelVerdict::Outlier &&
+        policy_.after_refused_label() && rank_ == 0 && messages_.log)
+      messages_.log("step " + std::to_string(step) +
+                    ": the reference drives again: the model drove to a configuration whose "
+                    "label was not learned");
     return false;
   }
   if (compares_prediction() && prediction_kept_) record_calibration_sample(md, label);
@@ -464,7 +489,9 @@ bool OnTheFlyTrainer::label_and_train(int64_t step, const FramePart& frame, MdFr
   return true;
 }
 
-bool OnTheFlyTrainer::label_is_learnable(int64_t step, const ReferenceLabel& label) {
+OnTheFlyTrainer::LabelVerdict OnTheFlyTrainer::judge_label_values(int64_t step,
+                                                                  const ReferenceLabel& label,
+                                                                  bool model_drove) {
   // [0]: largest |force component| on this rank, [1]: 1 when something is not finite.
   double local[2] = {0.0, std::isfinite(label.energy) ? 0.0 : 1.0};
   for (const double f : label.owned_forces) {
@@ -475,40 +502,71 @@ bool OnTheFlyTrainer::label_is_learnable(int64_t step, const ReferenceLabel& lab
     if (!std::isfinite(v)) local[1] = 1.0;
   double whole[2] = {0.0, 0.0};
   MPI_Allreduce(local, whole, 2, MPI_DOUBLE, MPI_MAX, world_);
+  long long atoms = static_cast<long long>(label.owned_forces.size() / 3);
+  MPI_Allreduce(MPI_IN_PLACE, &atoms, 1, MPI_LONG_LONG, MPI_SUM, world_);
   const double largest = whole[0];
   const bool finite = whole[1] == 0.0;
   const bool guarded = settings_.outlier_factor > 0.0 &&
                        counters_.learned_labels >= TrainerSettings::kOutlierGuardLabels &&
                        counters_.largest_learned_force > 0.0;
   const double limit = settings_.outlier_factor * counters_.largest_learned_force;
-  if (finite && !(guarded && largest > limit)) {
+  const bool force_outlier = finite && guarded && largest > limit;
+  // The energy guard: only where the model drove (reference-driven MD, e.g. a structure relaxing
+  // from its start, is physical by construction).
+  const double per_atom = atoms > 0 ? label.energy / static_cast<double>(atoms) : 0.0;
+  const double lowest = counters_.lowest_learned_energy_per_atom;
+  const double highest = counters_.highest_learned_energy_per_atom;
+  const bool energy_outlier = finite && !force_outlier && model_drove && outlier_energy_ > 0.0 &&
+                              atoms > 0 && lowest <= highest &&
+                              (per_atom < lowest - outlier_energy_ ||
+                               per_atom > highest + outlier_energy_);
+  if (finite && !force_outlier && !energy_outlier) {
     ++counters_.learned_labels;
     counters_.largest_learned_force = std::max(counters_.largest_learned_force, largest);
+    if (atoms > 0) {
+      counters_.lowest_learned_energy_per_atom = std::min(lowest, per_atom);
+      counters_.highest_learned_energy_per_atom = std::max(highest, per_atom);
+    }
     counters_.refused_labels_in_row = 0;
-    return true;
+    return LabelVerdict::Learnable;
   }
   ++counters_.skipped_labels;
   ++counters_.refused_labels_in_row;
-  const std::string what =
-      finite ? formatted("its largest force component %.4g is more than %g x the largest of the "
-                         "%.0f labels learned so far (%.4g)",
-                         largest, settings_.outlier_factor,
-                         static_cast<double>(counters_.learned_labels),
-                         counters_.largest_learned_force)
-             : std::string("its energy, forces or virial are not finite");
+  std::string what;
+  if (!finite) {
+    what = "its energy, forces or virial are not finite";
+  } else if (force_outlier) {
+    what = formatted("its largest force component %.4g is more than %g x the largest of the "
+                     "%.0f labels learned so far (%.4g)",
+                     largest, settings_.outlier_factor,
+                     static_cast<double>(counters_.learned_labels),
+                     counters_.largest_learned_force);
+  } else {
+    char text[320];
+    std::snprintf(text, sizeof(text),
+                  "its energy per atom %.6g is more than %g beyond the range of the %lld labels "
+                  "learned so far (%.6g to %.6g; outlier_energy)",
+                  per_atom, outlier_energy_, static_cast<long long>(counters_.learned_labels),
+                  lowest, highest);
+    what = text;
+  }
   const std::string why =
-      "the configuration is far from anything learned (atoms pushed into each other?): a "
-      "timestep too long, or a model that drove too long unchecked (lower check_every or "
-      "take_over)";
+      energy_outlier
+          ? std::string("the model drove the MD into a structure no temperature reaches (a "
+                        "collapse or an explosion): a model that drove too long unchecked "
+                        "(lower check_every or take_over), or a timestep too long")
+          : std::string("the configuration is far from anything learned (atoms pushed into each "
+                        "other?): a timestep too long, or a model that drove too long unchecked "
+                        "(lower check_every or take_over)");
   if (counters_.refused_labels_in_row >= TrainerSettings::kMaxRefusedInRow)
     throw TrainingError("step " + std::to_string(step) + ": " +
                         std::to_string(counters_.refused_labels_in_row) +
                         " labels in a row were not learned; on the last, " + what + ". " +
                         "Stopped before the model learns from them: " + why +
-                        " (outlier_factor sets the guard)");
+                        " (outlier_factor and outlier_energy set the guard)");
   if (rank_ == 0 && messages_.warn)
     messages_.warn("step " + std::to_string(step) + ": label not learned, " + what + "; " + why);
-  return false;
+  return finite ? LabelVerdict::Outlier : LabelVerdict::NotFinite;
 }
 
 void OnTheFlyTrainer::log_statistics_frozen(int64_t step) const {

@@ -10,6 +10,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -83,11 +84,21 @@ struct TrainerSettings {
   // the run. 0: only non-finite labels are refused.
   double outlier_factor = 20.0;
   static constexpr int64_t kOutlierGuardLabels = 10;
+  // The energy guard, for configurations the model drove to: a label whose energy per atom lies
+  // more than outlier_energy (energy units of the MD run) below the lowest or above the highest
+  // of the learned labels' is not learned (a model that drove the MD into a collapsed or exploded
+  // structure, which no temperature reaches); under drive auto the reference drives again. Unset:
+  // 1 eV per atom in the run's unit style (off for lj); 0: off.
+  std::optional<double> outlier_energy;
   static constexpr int64_t kMaxRefusedInRow = 3;
 };
 
+// The energy guard's default: 1 eV per atom in the unit style; 0 (off) for a unit style without a
+// physical scale (lj).
+double default_outlier_energy(const std::string& unit_style);
+
 // The trainer's own rules (save_every and its file, max_skips, max_calls, label_steps,
-// calibration_window, outlier_factor), named by the fix otf/train keywords. Throws
+// calibration_window, outlier_factor, outlier_energy), named by the fix otf/train keywords. Throws
 // std::invalid_argument.
 void check_trainer_fields(const TrainerSettings& settings);
 // Every rule of the settings: the trainer's own, the policy's (check_policy_settings) and the
@@ -177,9 +188,11 @@ class OnTheFlyTrainer {
   bool learned_forces() const;
   // Rank 0 warns once when the accuracy asked for is below what the model's fit can reach.
   void note_noise_floor(int64_t step, const DriveMeasurement& measured);
-  // Collective: the label is finite and within the outlier guard; otherwise warns, counts it and
-  // returns false (throws TrainingError after kMaxRefusedInRow refusals in a row).
-  bool label_is_learnable(int64_t step, const ReferenceLabel& label);
+  // Collective: Learnable when the label is finite and within the outlier guard; otherwise
+  // warns, counts it and says why not (throws TrainingError after kMaxRefusedInRow refusals in a
+  // row). model_drove: the configuration is one the model drove to (the energy guard applies).
+  enum class LabelVerdict { Learnable, NotFinite, Outlier };
+  LabelVerdict judge_label_values(int64_t step, const ReferenceLabel& label, bool model_drove);
   void check_replicas(int64_t step);
   // Rank 0 says where the descriptor statistics came from, when they were just frozen.
   void log_frame_parts() const;
@@ -219,6 +232,7 @@ class OnTheFlyTrainer {
   double irreducible_force_error_ = 0.0;
   double irreducible_energy_error_ = 0.0;
   bool noise_floor_noted_ = false;
+  double outlier_energy_ = 0.0;  // settings_.outlier_energy resolved for the unit style
 };
 
 }  // namespace otf

@@ -24,6 +24,7 @@ constexpr int kWithCalibration = 2;     // accuracy mode's errors and calibratio
 constexpr int kWithOutlierGuard = 3;    // the outlier guard's counters
 constexpr int kWithJournalOffset = 4;   // the label journal's size (resuming after a kill)
 constexpr int kWithCheckNextStep = 5;   // the policy's check of the next step (issue 39)
+constexpr int kWithEnergyGuard = 6;     // the learned energies' range (the energy guard)
 
 // Every rank's replay buffer part: a count, then one byte string per rank.
 archive::Field<TrainerRestart> rank_buffers_field() {
@@ -92,6 +93,10 @@ const std::vector<archive::Field<TrainerRestart>>& restart_fields() {
       counter_field("learned_labels", &C::learned_labels, kWithOutlierGuard),
       counter_field("largest_learned_force", &C::largest_learned_force, kWithOutlierGuard),
       counter_field("refused_labels_in_row", &C::refused_labels_in_row, kWithOutlierGuard),
+      counter_field("lowest_learned_energy_per_atom", &C::lowest_learned_energy_per_atom,
+                    kWithEnergyGuard),
+      counter_field("highest_learned_energy_per_atom", &C::highest_learned_energy_per_atom,
+                    kWithEnergyGuard),
       counter_field("journal_bytes", &C::journal_bytes, kWithJournalOffset),
       archive::field<TrainerRestart>(
           "calibration", [](auto& r) -> auto& { return r.calibration; }, kWithCalibration),

@@ -7,6 +7,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <limits>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -40,6 +41,10 @@ struct TrainerCounters {
   int64_t learned_labels = 0;
   double largest_learned_force = 0.0;
   int64_t refused_labels_in_row = 0;
+  // The energy guard (TrainerSettings::outlier_energy): the range of the learned labels' energies
+  // per atom (empty, lowest > highest, before the first).
+  double lowest_learned_energy_per_atom = std::numeric_limits<double>::infinity();
+  double highest_learned_energy_per_atom = -std::numeric_limits<double>::infinity();
   // The label journal's size in bytes when the restart file was written (-1: no journal, or a
   // restart file from before this field): a run resumed from it replays the journal's frames
   // after that point (training/journal_replay.h).

@@ -72,7 +72,7 @@ IpiReferenceSettings& ipi(ParseState& s) { return *s.out.ipi; }
 // One table of the keywords (doc/fix_otf_train.md documents them in this order; a unit test
 // compares). Ranges are not
 // checked here: each owner checks its settings once the words are read.
-const std::array<Keyword, 41> kKeywords{{
+const std::array<Keyword, 42> kKeywords{{
     {"precision", 1, false,
      [](KeywordValues& v, ParseState& s) { session(s).precision = parse_precision(v.any_word()); }},
     {"every", 1, false,
@@ -181,6 +181,10 @@ const std::array<Keyword, 41> kKeywords{{
     {"outlier_factor", 1, false,
      [](KeywordValues& v, ParseState& s) {
        s.out.trainer.outlier_factor = v.real("outlier_factor");
+     }},
+    {"outlier_energy", 1, false,
+     [](KeywordValues& v, ParseState& s) {
+       s.out.trainer.outlier_energy = v.real("outlier_energy");
      }},
     {"journal", 1, false,
      [](KeywordValues& v, ParseState& s) {

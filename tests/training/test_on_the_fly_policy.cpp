@@ -285,6 +285,27 @@ TEST(OnTheFlyPolicy, AnUnsureModelIsWatchedEveryStepAndLabelledWhenItGetsWorse) 
   EXPECT_EQ(policy.state().model_phase_labels, 3);
 }
 
+TEST(OnTheFlyPolicy, ARefusedLabelOfTheModelsConfigurationGivesTheMdBackToTheReference) {
+  OnTheFlyPolicy policy(accuracy_settings());
+  policy.plan_step(0);
+  ASSERT_EQ(policy.after_label(assessed(0.02, 0.0005, 3)), LabelDecision::ModelDrives);
+  ASSERT_TRUE(policy.plan_step(10).check);
+  EXPECT_TRUE(policy.after_check(10, predicted(0.08, 0.0)).label);
+  EXPECT_TRUE(policy.after_refused_label());
+  EXPECT_TRUE(policy.reference_drives());
+  EXPECT_FALSE(policy.state().check_next_step);
+  EXPECT_FALSE(policy.after_refused_label());  // already driving
+  const StepPlan next = policy.plan_step(11);
+  EXPECT_TRUE(next.reference_forces);
+  EXPECT_FALSE(next.check);
+  // The fixed modes keep their choice.
+  PolicySettings model;
+  model.mode = DriveMode::Model;
+  OnTheFlyPolicy fixed(model);
+  EXPECT_FALSE(fixed.after_refused_label());
+  EXPECT_FALSE(fixed.reference_drives());
+}
+
 TEST(OnTheFlyPolicy, ARepeatedStepIsNeitherCountedNorLabelledTwice) {
   PolicySettings s;
   s.mode = DriveMode::Model;

@@ -55,8 +55,16 @@ class FailingReference : public Reference {
     const auto factor = force_factors_.find(configuration.step);
     if (factor != force_factors_.end())
       for (double& f : label.owned_forces) f *= factor->second;
+    const auto offset = energy_offsets_per_atom.find(configuration.step);
+    if (offset != energy_offsets_per_atom.end()) {
+      long long atoms = configuration.num_local;
+      MPI_Allreduce(MPI_IN_PLACE, &atoms, 1, MPI_LONG_LONG, MPI_SUM, MPI_COMM_WORLD);
+      label.energy += offset->second * static_cast<double>(atoms);
+    }
     return label;
   }
+  // Per step: added to the energy per atom (a collapsed or exploded structure).
+  std::map<int64_t, double> energy_offsets_per_atom;
 
  private:
   Reference& inner_;
@@ -477,6 +485,32 @@ TEST(OnTheFlyTrainer, TheOutlierGuardWaitsForTenLabelsAndCanBeTurnedOff) {
   off.steps(0, 14);
   EXPECT_EQ(off.trainer.counters().skipped_labels, 0);
   EXPECT_EQ(off.trainer.counters().learned_labels, 15);
+}
+
+TEST(OnTheFlyTrainer, TheEnergyGuardSparesReferenceDrivenMdAndCanBeSetOrTurnedOff) {
+  // The reference drives: a structure relaxing by eVs per atom is physical, learned.
+  TrainerSettings settings = base_settings();
+  settings.policy.mode = DriveMode::Reference;
+  TrainerRun relaxing(settings);
+  relaxing.failing.energy_offsets_per_atom = {{0, 6.0}, {2, 4.0}, {4, 2.0}};
+  relaxing.steps(0, 6);
+  EXPECT_EQ(relaxing.trainer.counters().skipped_labels, 0);
+  // The model drives (drive model): refused beyond outlier_energy, and the model drives on.
+  settings.policy.mode = DriveMode::Model;
+  settings.outlier_energy = 0.5;
+  TrainerRun guarded(settings);
+  guarded.failing.energy_offsets_per_atom = {{6, 0.4}, {8, 1.0}};
+  guarded.steps(0, 9);
+  EXPECT_EQ(guarded.trainer.counters().skipped_labels, 1);   // step 8 only
+  EXPECT_FALSE(guarded.trainer.reference_drives());
+  settings.outlier_energy = 0.0;
+  TrainerRun off(settings);
+  off.failing.energy_offsets_per_atom = {{8, 100.0}};
+  off.steps(0, 9);
+  EXPECT_EQ(off.trainer.counters().skipped_labels, 0);
+  EXPECT_DOUBLE_EQ(default_outlier_energy("metal"), 1.0);
+  EXPECT_NEAR(default_outlier_energy("real"), 23.0605, 1e-3);   // kcal/mol
+  EXPECT_EQ(default_outlier_energy("lj"), 0.0);
 }
 
 TEST(OnTheFlyTrainer, SaveEveryNeedsAFile) {

@@ -42,6 +42,8 @@ TrainerRestart sample_restart() {
   restart.counters.learned_labels = 41;
   restart.counters.largest_learned_force = 7.25;
   restart.counters.refused_labels_in_row = 2;
+  restart.counters.lowest_learned_energy_per_atom = -4.5;
+  restart.counters.highest_learned_energy_per_atom = -4.25;
   restart.session = std::string("\0binary\xff session", 16);
   restart.rank_buffers = {std::string("rank 0 \0 part", 13), std::string()};
   return restart;
@@ -76,6 +78,8 @@ TEST(RestartArchive, RoundTripKeepsEveryField) {
   EXPECT_EQ(back.counters.learned_labels, 41);
   EXPECT_EQ(back.counters.largest_learned_force, 7.25);
   EXPECT_EQ(back.counters.refused_labels_in_row, 2);
+  EXPECT_EQ(back.counters.lowest_learned_energy_per_atom, -4.5);
+  EXPECT_EQ(back.counters.highest_learned_energy_per_atom, -4.25);
   EXPECT_EQ(back.session, restart.session);
   EXPECT_EQ(back.rank_buffers, restart.rank_buffers);
 }
@@ -133,6 +137,9 @@ TEST(RestartArchive, FilesWrittenBeforeLaterFieldsStillRead) {
   EXPECT_EQ(back.counters.label_atoms_above_bound, defaults.label_atoms_above_bound);
   EXPECT_EQ(back.counters.learned_labels, 0);
   EXPECT_EQ(back.counters.refused_labels_in_row, 0);
+  // No learned energies: the energy guard's range is empty.
+  EXPECT_GT(back.counters.lowest_learned_energy_per_atom,
+            back.counters.highest_learned_energy_per_atom);
   EXPECT_TRUE(back.calibration.empty());
 }
 
