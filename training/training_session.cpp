@@ -320,7 +320,9 @@ void TrainingSession::train()
 {
   Impl &s = *impl_;
   if (fits_in_closed_form()) {
-    if (s.statistics->ready() && s.buffer->training_size() + s.buffer->validation_size() > 0)
+    // steps_per_frame 0 only collects frames (held-out labels), whatever the learner.
+    if (s.settings.steps_per_frame > 0 && s.statistics->ready() &&
+        s.buffer->training_size() + s.buffer->validation_size() > 0)
       fit_in_closed_form();
     return;
   }
