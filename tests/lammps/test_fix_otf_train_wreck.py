@@ -9,7 +9,9 @@ drive auto accuracy. After 100 steps at 1000 K `change_box` squeezes the cell to
   label (f_t[16]), and the reference drives from the next step on;
 * reference-driven labels are learned (physical MD is never refused this way) and the model
   drives again;
-* with outlier_energy 0 the same input learns the squeezed cell at once (no warning).
+* with outlier_energy 0 the same input learns the squeezed cell at once (no warning);
+* held-out labelling of the saved model (drive model, steps_per_frame 0) stores the labels and
+  fits nothing: a model fitted in closed form is not refitted to held-out data.
 """
 import csv
 import re
@@ -78,12 +80,31 @@ def test(ctx):
           f"{highest:.4f}); reference drove, model again from step "
           f"{min(s for s in hand_backs if s > step)}")
 
-    unguarded = run_lammps(ctx, squeezed(ctx, "outlier_energy 0", "off"), name="in.off")
+    unguarded = run_lammps(ctx, squeezed(ctx, "outlier_energy 0 save off.otf", "off"),
+                           name="in.off")
     rows = rows_of(ctx, "off")
     expect(all(r["event"] != "label_skipped" for r in rows),
            "with outlier_energy 0 a label was refused")
     expect("label not learned" not in unguarded.log + unguarded.stderr,
            "with outlier_energy 0 the guard warned")
+
+    heldout = (f"plugin load {ctx.plugin}\nunits metal\nboundary p p p\natom_modify map array\n"
+               "lattice diamond 5.431\nregion box block 0 2 0 2 0 2\ncreate_box 1 box\n"
+               "create_atoms 1 box\nmass 1 28.0855\ntimestep 0.001\n"
+               "pair_style otf off.otf\npair_coeff * * Si\n"
+               "velocity all create 2000.0 87287 mom yes rot yes dist gaussian\n"
+               "fix md all nvt temp 1000.0 1000.0 0.1\n"
+               'fix h all otf/train reference "sw" coeff "* * Si.sw Si" every 10 '
+               "steps_per_frame 0 stats_frames 0 validation 0 drive model learning_log held.csv\n"
+               "run 30\n")
+    run_lammps(ctx, heldout, name="in.heldout")
+    with open(ctx.workdir / "held.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    expect([int(r["buffer_frames"]) for r in rows] == [1, 2, 3, 4],
+           f"held-out labels not stored: {[r['buffer_frames'] for r in rows]}")
+    expect(all(int(r["optimizer_steps"]) == 0 for r in rows),
+           f"the closed-form model was fitted to held-out labels: "
+           f"{[r['optimizer_steps'] for r in rows]}")
 
 
 if __name__ == "__main__":
