@@ -97,6 +97,13 @@ PolicySettings policy_settings_for(PolicySettings settings, const Potential& pot
   return settings;
 }
 
+// The settings with the policy's as the trainer resolved them (what the model says of how it
+// learns), for the log.
+TrainerSettings trainer_settings_with(TrainerSettings settings, const PolicySettings& policy) {
+  settings.policy = policy;
+  return settings;
+}
+
 }  // namespace
 
 OnTheFlyTrainer::OnTheFlyTrainer(std::shared_ptr<Potential> potential,
@@ -131,7 +138,8 @@ OnTheFlyTrainer::OnTheFlyTrainer(std::shared_ptr<Potential> potential,
       if (rank_ == 0) journal_ = std::make_unique<LabelJournalWriter>(settings_.journal_path);
     });
   if (rank_ == 0 && messages_.log)
-    messages_.log(trainer_settings_line(settings_, policy_.criterion(), reference_.description(),
+    messages_.log(trainer_settings_line(trainer_settings_with(settings_, policy_.settings()),
+                                        policy_.criterion(), reference_.description(),
                                         session_->potential()->cutoff(), session_->device_name()));
 }
 

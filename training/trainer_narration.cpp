@@ -25,11 +25,19 @@ std::string trainer_settings_line(const TrainerSettings& settings, const DriveCr
   const TrainingSessionSettings& s = settings.session;
   std::string drive = "drive " + to_string(settings.policy.mode);
   if (criterion) drive += " " + criterion->describe();
-  return "reference " + reference + ", model cutoff " + format_number(model_cutoff) +
-         ", precision " + to_string(s.precision) + ", " + drive + ", label every " +
-         std::to_string(settings.policy.label_every) + " steps, " +
-         std::to_string(s.steps_per_frame) + " optimizer step(s) of " +
-         std::to_string(s.batch_frames) + " frame(s) per frame, buffer " +
+  const std::string head = "reference " + reference + ", model cutoff " + format_number(model_cutoff);
+  const std::string labels = "label every " + std::to_string(settings.policy.label_every) + " steps";
+  // A closed-form fit has no optimizer steps, batches or autocast region: say what it does.
+  const std::string learning =
+      settings.policy.learner_fits_each_label
+          ? head + ", " + drive + ", " + labels + ", " +
+                (s.steps_per_frame > 0 ? "fitted in closed form to every label in float64 "
+                                         "(precision, batch and lr are for gradient-trained models)"
+                                       : "not fitted (steps_per_frame 0)")
+          : head + ", precision " + to_string(s.precision) + ", " + drive + ", " + labels + ", " +
+                std::to_string(s.steps_per_frame) + " optimizer step(s) of " +
+                std::to_string(s.batch_frames) + " frame(s) per frame";
+  return learning + ", buffer " +
          std::to_string(s.buffer_frames) + " frames, device " + device +
          (settings.journal_path.empty() ? std::string()
                                         : ", label journal " + settings.journal_path);
