@@ -1,6 +1,8 @@
 #include "warm_start.h"
 
+#include <algorithm>
 #include <cmath>
+#include <limits>
 #include <cstddef>
 #include <memory>
 #include <stdexcept>
@@ -53,8 +55,8 @@ void learn_whole_frame(TrainingSession& session, const LabelledFrame* whole, MPI
   session.train();
 }
 
-std::string warm_start(TrainingSession& session, const std::vector<std::string>& paths,
-                       const std::string& unit_style, MPI_Comm world) {
+WarmStartSummary warm_start(TrainingSession& session, const std::vector<std::string>& paths,
+                            const std::string& unit_style, MPI_Comm world) {
   int rank = 0;
   MPI_Comm_rank(world, &rank);
   std::vector<LabelledFrame> frames;
@@ -96,15 +98,32 @@ std::string warm_start(TrainingSession& session, const std::vector<std::string>&
   });
   long long count = static_cast<long long>(frames.size());
   MPI_Bcast(&count, 1, MPI_LONG_LONG, 0, world);
+  WarmStartSummary result;
+  result.frames = count;
+  // [largest force, lowest, highest energy per atom], on rank 0, then everywhere.
+  double extremes[3] = {0.0, std::numeric_limits<double>::infinity(),
+                        -std::numeric_limits<double>::infinity()};
+  for (const LabelledFrame& frame : frames) {
+    for (const double f : frame.forces) extremes[0] = std::max(extremes[0], std::abs(f));
+    if (frame.num_atoms() == 0) continue;
+    const double per_atom = frame.energy / static_cast<double>(frame.num_atoms());
+    extremes[1] = std::min(extremes[1], per_atom);
+    extremes[2] = std::max(extremes[2], per_atom);
+  }
+  MPI_Bcast(extremes, 3, MPI_DOUBLE, 0, world);
+  result.largest_force = extremes[0];
+  result.lowest_energy_per_atom = extremes[1];
+  result.highest_energy_per_atom = extremes[2];
   for (long long k = 0; k < count; ++k) {
     agreed_or_throw(world, "warm start, frame " + std::to_string(k + 1), [&] {
       learn_whole_frame(session, rank == 0 ? &frames[static_cast<std::size_t>(k)] : nullptr, world);
     });
   }
   if (count > 0) agreed_or_throw(world, "warm start, validation", [&] { session.validate(); });
-  return "warm start: " + std::to_string(count) + " labelled frame(s) (" + summary +
-         ") in the replay buffer, " + std::to_string(session.report().optimizer_steps) +
-         " optimizer steps";
+  result.log_line = "warm start: " + std::to_string(count) + " labelled frame(s) (" + summary +
+                    ") in the replay buffer, " +
+                    std::to_string(session.report().optimizer_steps) + " optimizer steps";
+  return result;
 }
 
 }  // namespace otf

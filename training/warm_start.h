@@ -14,12 +14,23 @@ namespace otf {
 class TrainingSession;
 struct LabelledFrame;
 
+// What a warm start learned: the same on every rank, but the log line (meaningful on rank 0).
+struct WarmStartSummary {
+  std::string log_line;
+  long long frames = 0;
+  // Over the frames: the largest force component, and the range of the energies per atom
+  // (lowest > highest without frames), for the trainer's outlier guards.
+  double largest_force = 0.0;
+  double lowest_energy_per_atom = 0.0;
+  double highest_energy_per_atom = 0.0;
+};
+
 // Collective. Rank 0 reads the files and holds each frame whole (its periodic images folded); the
 // other ranks hold empty parts of the same frames, so the data-parallel sums stay exact. Frames
 // must be in the run's unit style and hold only elements the model knows. Throws TrainingError on
-// every rank. Returns the log line (meaningful on rank 0).
-std::string warm_start(TrainingSession& session, const std::vector<std::string>& paths,
-                       const std::string& unit_style, MPI_Comm world);
+// every rank.
+WarmStartSummary warm_start(TrainingSession& session, const std::vector<std::string>& paths,
+                            const std::string& unit_style, MPI_Comm world);
 
 // Collective: adds one labelled frame, held whole by rank 0 (`whole`; null on the other ranks,
 // which hold empty parts of it), to the replay buffer and trains on it. Throws std::exception.

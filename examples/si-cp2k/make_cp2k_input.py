@@ -30,7 +30,7 @@ OTF_IPI_PORT, OTF_IPI_UNIX_PATH (set by `fix otf/train ... client`), e.g. the cl
 to tell the server that an SCF did not converge; it returns the unconverged forces as usual.)
 
 The data file must use Angstrom for lengths (LAMMPS units metal or real). Every atom type is Si
-unless --elements says otherwise (only Si has basis/pseudopotential settings here).
+unless --elements says otherwise (Si and C have basis/pseudopotential settings here).
 """
 
 import argparse
@@ -46,6 +46,7 @@ POTENTIAL_FILE = os.path.join(DATA_DIR, "GTH_POTENTIALS")
 # Per element: (basis set name in BASIS_MOLOPT, GTH pseudopotential name in GTH_POTENTIALS).
 KINDS = {
     "Si": ("DZVP-MOLOPT-SR-GTH", "GTH-PBE-q4"),
+    "C": ("DZVP-MOLOPT-SR-GTH", "GTH-PBE-q4"),
 }
 
 SECTION_NAMES = {

@@ -13,6 +13,7 @@ usage: report.py [--folder DIR]
 import argparse
 import csv
 import math
+import re
 import sys
 from pathlib import Path
 
@@ -23,6 +24,7 @@ FORCE_TARGET = 0.10     # eV/A per component, 1000 K
 ENERGY_TARGET = 2.0     # meV/atom, 1000 K
 MAX_CALLS = 20
 MIN_SPEED_UP = 10.0
+TAGS = {"train": "si64", "warm": "si64-warm"}  # the model dumps' names (in.si64-cp2k)
 
 
 def read_model_dump(path):
@@ -80,24 +82,17 @@ def training_summary(folder, stage):
     calls = int(rows[-1]["reference_calls"])
     seconds = float(rows[-1]["reference_seconds"])
     training = float(rows[-1]["training_seconds"])
-    wall = None
-    loop = None
     log = (folder / f"log-{stage}.lammps").read_text().splitlines()
-    for line in log:
-        if line.startswith("Loop time"):
-            loop = float(line.split()[3])  # the first run: on-the-fly training
-            break
-    steps = None
-    for line in log:
-        if line.startswith("variable train_steps index") or line.startswith("run "):
-            pass
-    starts = [int(line.split()[1]) for line in log if line.startswith("run ")]
+    # The first run of the log is the on-the-fly training.
+    loop = next(float(line.split()[3]) for line in log if line.startswith("Loop time"))
+    steps = next(int(m.group(1)) for m in map(re.compile(r"^run\s+(\d+)\s*$").match, log) if m)
+    wall = None
     wall_file = folder / f"wall-{stage}.txt"
     if wall_file.exists():
         wall = float(wall_file.read_text().split()[-1])
     return {"journal": len(journal), "calls": calls, "reference_seconds": seconds,
             "training_seconds": training, "loop": loop, "wall": wall, "rows": rows,
-            "steps": starts[0] if starts else None}
+            "steps": steps}
 
 
 def main():
@@ -130,7 +125,7 @@ def main():
                   f"{aimd / s['loop']:.0f}x the on-the-fly run")
         results[stage] = {"summary": s, "aimd_ratio": aimd / s["loop"]}
         for t, frames in heldout.items():
-            dump = folder / f"heldout-{t}-{stage}.dump"
+            dump = folder / f"heldout-{t}-{TAGS[stage]}.dump"
             if not dump.exists():
                 continue
             e = compare(frames, read_model_dump(dump))

@@ -11,7 +11,9 @@ drive auto accuracy. After 100 steps at 1000 K `change_box` squeezes the cell to
   drives again;
 * with outlier_energy 0 the same input learns the squeezed cell at once (no warning);
 * held-out labelling of the saved model (drive model, steps_per_frame 0) stores the labels and
-  fits nothing: a model fitted in closed form is not refitted to held-out data.
+  fits nothing: a model fitted in closed form is not refitted to held-out data;
+* a run warm-started from a journal drives with the model fitted to it from step 0 (no call to
+  label the start again), and its guards count the journal's labels.
 """
 import csv
 import re
@@ -38,6 +40,17 @@ def squeezed(ctx, extra, tag):
             f"learning_log learning-{tag}.csv\n"
             "thermo_style custom step temp pe f_t[1] f_t[3] f_t[16]\nthermo 10\nrun 100\n"
             "change_box all x scale 0.8 y scale 0.8 z scale 0.8 remap\nrun 60\n")
+
+
+def plain(ctx, fix, steps):
+    return (f"plugin load {ctx.plugin}\nunits metal\nboundary p p p\natom_modify map array\n"
+            "lattice diamond 5.431\nregion box block 0 2 0 2 0 2\ncreate_box 1 box\n"
+            "create_atoms 1 box\nmass 1 28.0855\ntimestep 0.001\n"
+            "pair_style otf si-bayes.json\npair_coeff * * Si\n"
+            "velocity all create 2000.0 4928459 mom yes rot yes dist gaussian\n"
+            "fix md all nvt temp 1000.0 1000.0 0.1\n"
+            f'fix t all otf/train reference "sw" coeff "* * Si.sw Si" {fix}\n'
+            f"run {steps}\n")
 
 
 def rows_of(ctx, tag):
@@ -105,6 +118,17 @@ def test(ctx):
     expect(all(int(r["optimizer_steps"]) == 0 for r in rows),
            f"the closed-form model was fitted to held-out labels: "
            f"{[r['optimizer_steps'] for r in rows]}")
+
+    run_lammps(ctx, plain(ctx, "journal first.extxyz", 60), name="in.first")
+    warm = run_lammps(ctx, plain(ctx, "warm_start first.extxyz learning_log learning-warm.csv", 30),
+                      name="in.warm")
+    rows = rows_of(ctx, "warm")
+    expect(rows[0]["step"] == "0" and rows[0]["event"] == "check" and rows[0]["drive"] == "model",
+           f"the warm-started run did not drive with the model from step 0: {rows[:2]}")
+    expect("step 0: the model drives" in warm.log, "no hand-over at step 0 after the warm start")
+    first_calls = (ctx.workdir / "first.extxyz").read_text().count("Lattice=")
+    print(f"warm start from {first_calls} journalled labels: the model drives from step 0, "
+          f"{rows[-1]['reference_calls']} new calls in 30 steps")
 
 
 if __name__ == "__main__":
