@@ -475,8 +475,9 @@ bool OnTheFlyTrainer::label_and_train(int64_t step, const FramePart& frame, MdFr
   if (verdict != LabelVerdict::Learnable) {
     prediction_kept_ = false;
     // The model drove somewhere it must not learn from: the reference drives it out again.
-    if (use == ReferenceUse::Label && verdict == LabelVerdict::Outlier &&
-        policy_.after_refused_label() && rank_ == 0 && messages_.log)
+    const bool handed_back = use == ReferenceUse::Label && verdict == LabelVerdict::Outlier &&
+                             policy_.after_refused_label();
+    if (handed_back && rank_ == 0 && messages_.log)
       messages_.log("step " + std::to_string(step) +
                     ": the reference drives again: the model drove to a configuration whose "
                     "label was not learned");
