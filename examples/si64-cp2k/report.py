@@ -76,7 +76,8 @@ def compare(heldout, model):
 
 
 def training_summary(folder, stage):
-    journal = read_journal(folder / ("si64-dft.extxyz" if stage == "train" else "si64-dft-warm.extxyz"))
+    path = folder / ("si64-dft.extxyz" if stage == "train" else "si64-dft-warm.extxyz")
+    journal = read_journal(path) if path.exists() and path.stat().st_size > 0 else []
     with open(folder / f"learning-{stage}.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
     calls = int(rows[-1]["reference_calls"])
