@@ -29,28 +29,25 @@ SPEC = """{
 """
 
 
-def squeezed(ctx, extra, tag):
+def silicon(ctx, model, fix, runs, seed=4928459):
+    """64 Si atoms from a perfect lattice at 1000 K (NVT), the model `model`, fix t, then `runs`."""
     return (f"plugin load {ctx.plugin}\nunits metal\nboundary p p p\natom_modify map array\n"
             "lattice diamond 5.431\nregion box block 0 2 0 2 0 2\ncreate_box 1 box\n"
             "create_atoms 1 box\nmass 1 28.0855\ntimestep 0.001\n"
-            "pair_style otf si-bayes.json\npair_coeff * * Si\n"
-            "velocity all create 2000.0 4928459 mom yes rot yes dist gaussian\n"
+            f"pair_style otf {model}\npair_coeff * * Si\n"
+            f"velocity all create 2000.0 {seed} mom yes rot yes dist gaussian\n"
             "fix md all nvt temp 1000.0 1000.0 0.1\n"
-            f'fix t all otf/train reference "sw" coeff "* * Si.sw Si" {extra} '
-            f"learning_log learning-{tag}.csv\n"
-            "thermo_style custom step temp pe f_t[1] f_t[3] f_t[16]\nthermo 10\nrun 100\n"
-            "change_box all x scale 0.8 y scale 0.8 z scale 0.8 remap\nrun 60\n")
+            f'fix t all otf/train reference "sw" coeff "* * Si.sw Si" {fix}\n{runs}')
+
+
+def squeezed(ctx, extra, tag):
+    return silicon(ctx, "si-bayes.json", f"{extra} learning_log learning-{tag}.csv",
+                   "thermo_style custom step temp pe f_t[1] f_t[3] f_t[16]\nthermo 10\nrun 100\n"
+                   "change_box all x scale 0.8 y scale 0.8 z scale 0.8 remap\nrun 60\n")
 
 
 def plain(ctx, fix, steps):
-    return (f"plugin load {ctx.plugin}\nunits metal\nboundary p p p\natom_modify map array\n"
-            "lattice diamond 5.431\nregion box block 0 2 0 2 0 2\ncreate_box 1 box\n"
-            "create_atoms 1 box\nmass 1 28.0855\ntimestep 0.001\n"
-            "pair_style otf si-bayes.json\npair_coeff * * Si\n"
-            "velocity all create 2000.0 4928459 mom yes rot yes dist gaussian\n"
-            "fix md all nvt temp 1000.0 1000.0 0.1\n"
-            f'fix t all otf/train reference "sw" coeff "* * Si.sw Si" {fix}\n'
-            f"run {steps}\n")
+    return silicon(ctx, "si-bayes.json", fix, f"run {steps}\n")
 
 
 def rows_of(ctx, tag):
@@ -101,15 +98,8 @@ def test(ctx):
     expect("label not learned" not in unguarded.log + unguarded.stderr,
            "with outlier_energy 0 the guard warned")
 
-    heldout = (f"plugin load {ctx.plugin}\nunits metal\nboundary p p p\natom_modify map array\n"
-               "lattice diamond 5.431\nregion box block 0 2 0 2 0 2\ncreate_box 1 box\n"
-               "create_atoms 1 box\nmass 1 28.0855\ntimestep 0.001\n"
-               "pair_style otf off.otf\npair_coeff * * Si\n"
-               "velocity all create 2000.0 87287 mom yes rot yes dist gaussian\n"
-               "fix md all nvt temp 1000.0 1000.0 0.1\n"
-               'fix h all otf/train reference "sw" coeff "* * Si.sw Si" every 10 '
-               "steps_per_frame 0 stats_frames 0 validation 0 drive model learning_log held.csv\n"
-               "run 30\n")
+    heldout = silicon(ctx, "off.otf", "every 10 steps_per_frame 0 stats_frames 0 validation 0 "
+                      "drive model learning_log held.csv", "run 30\n", seed=87287)
     run_lammps(ctx, heldout, name="in.heldout")
     with open(ctx.workdir / "held.csv", newline="") as handle:
         rows = list(csv.DictReader(handle))
