@@ -39,8 +39,9 @@ def thermo_blocks(log_text):
     return blocks
 
 
-def read_dump(path):
-    """{step: {id: (fx, fy, fz)}} of a dump custom with id type x y z fx fy fz."""
+def read_dump(path, wanted=("fx", "fy", "fz")):
+    """{step: {id: (values of the wanted columns)}} of a dump custom with an id column (by
+    default the forces of id type x y z fx fy fz)."""
     snapshots, lines, i = {}, Path(path).read_text().splitlines(), 0
     while i < len(lines):
         if lines[i].startswith("ITEM: TIMESTEP"):
@@ -50,7 +51,7 @@ def read_dump(path):
             rows = {}
             for line in lines[i + 9:i + 9 + count]:
                 values = dict(zip(columns, line.split()))
-                rows[int(values["id"])] = tuple(float(values[k]) for k in ("fx", "fy", "fz"))
+                rows[int(values["id"])] = tuple(float(values[k]) for k in wanted)
             snapshots[step] = rows
             i += 9 + count
         else:

@@ -18,7 +18,9 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent.parent / "tests" / "lammps"))
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from ipi_common import read_journal  # noqa: E402  (the journal reader the tests use)
+from heldout_report import read_dump  # noqa: E402  (the examples' dump reader)
 
 FORCE_TARGET = 0.10     # eV/A per component, 1000 K
 ENERGY_TARGET = 2.0     # meV/atom, 1000 K
@@ -29,22 +31,7 @@ TAGS = {"train": "si64", "warm": "si64-warm"}  # the model dumps' names (in.si64
 
 def read_model_dump(path):
     """{step: {id: (fx, fy, fz, pe)}} of a dump custom id type x y z fx fy fz c_peatom."""
-    snapshots, lines, i = {}, Path(path).read_text().splitlines(), 0
-    while i < len(lines):
-        if lines[i].startswith("ITEM: TIMESTEP"):
-            step = int(lines[i + 1])
-            count = int(lines[i + 3])
-            columns = lines[i + 8].split()[2:]
-            rows = {}
-            for line in lines[i + 9:i + 9 + count]:
-                values = dict(zip(columns, line.split()))
-                rows[int(values["id"])] = tuple(
-                    float(values[k]) for k in ("fx", "fy", "fz", "c_peatom"))
-            snapshots[step] = rows
-            i += 9 + count
-        else:
-            i += 1
-    return snapshots
+    return read_dump(path, ("fx", "fy", "fz", "c_peatom"))
 
 
 def compare(heldout, model):
