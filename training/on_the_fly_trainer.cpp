@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstdio>
 #include <exception>
+#include <limits>
 #include <optional>
 #include <utility>
 #include <vector>
@@ -163,13 +164,8 @@ void OnTheFlyTrainer::on_step(int64_t step, MdFrameSource& md) {
             warm_start(*session_, settings_.warm_start_paths, settings_.unit_style, world_);
         if (rank_ == 0 && messages_.log) messages_.log(learned.log_line);
         // The frames are learned labels: the outlier guards and the criterion count them.
-        counters_.learned_labels += learned.frames;
-        counters_.largest_learned_force =
-            std::max(counters_.largest_learned_force, learned.largest_force);
-        counters_.lowest_learned_energy_per_atom =
-            std::min(counters_.lowest_learned_energy_per_atom, learned.lowest_energy_per_atom);
-        counters_.highest_learned_energy_per_atom =
-            std::max(counters_.highest_learned_energy_per_atom, learned.highest_energy_per_atom);
+        count_learned(learned.frames, learned.largest_force, learned.lowest_energy_per_atom,
+                      learned.highest_energy_per_atom);
         // A model fitted in closed form to them drives from the first step, as after a label.
         if (learned.frames > 0 && policy_.settings().learner_fits_each_label && learned_forces())
           assess_label(step);
@@ -514,6 +510,16 @@ bool OnTheFlyTrainer::label_and_train(int64_t step, const FramePart& frame, MdFr
   return true;
 }
 
+void OnTheFlyTrainer::count_learned(int64_t labels, double largest_force, double lowest_per_atom,
+                                    double highest_per_atom) {
+  counters_.learned_labels += labels;
+  counters_.largest_learned_force = std::max(counters_.largest_learned_force, largest_force);
+  counters_.lowest_learned_energy_per_atom =
+      std::min(counters_.lowest_learned_energy_per_atom, lowest_per_atom);
+  counters_.highest_learned_energy_per_atom =
+      std::max(counters_.highest_learned_energy_per_atom, highest_per_atom);
+}
+
 OnTheFlyTrainer::LabelVerdict OnTheFlyTrainer::judge_label_values(int64_t step,
                                                                   const ReferenceLabel& label,
                                                                   bool model_drove) {
@@ -546,12 +552,10 @@ OnTheFlyTrainer::LabelVerdict OnTheFlyTrainer::judge_label_values(int64_t step,
                               (per_atom < lowest - outlier_energy_ ||
                                per_atom > highest + outlier_energy_);
   if (finite && !force_outlier && !energy_outlier) {
-    ++counters_.learned_labels;
-    counters_.largest_learned_force = std::max(counters_.largest_learned_force, largest);
-    if (atoms > 0) {
-      counters_.lowest_learned_energy_per_atom = std::min(lowest, per_atom);
-      counters_.highest_learned_energy_per_atom = std::max(highest, per_atom);
-    }
+    // Without atoms (no energy per atom) the range stays as it is.
+    const double no_atoms_low = std::numeric_limits<double>::infinity();
+    count_learned(1, largest, atoms > 0 ? per_atom : no_atoms_low,
+                  atoms > 0 ? per_atom : -no_atoms_low);
     counters_.refused_labels_in_row = 0;
     return LabelVerdict::Learnable;
   }

@@ -192,6 +192,10 @@ class OnTheFlyTrainer {
   // warns, counts it and says why not (throws TrainingError after kMaxRefusedInRow refusals in a
   // row). model_drove: the configuration is one the model drove to (the energy guard applies).
   enum class LabelVerdict { Learnable, NotFinite, Outlier };
+  // Adds learned labels to the guards' counters: how many, their largest force component and the
+  // range of their energies per atom (lowest > highest: none).
+  void count_learned(int64_t labels, double largest_force, double lowest_per_atom,
+                     double highest_per_atom);
   LabelVerdict judge_label_values(int64_t step, const ReferenceLabel& label, bool model_drove);
   void check_replicas(int64_t step);
   // Rank 0 says where the descriptor statistics came from, when they were just frozen.
