@@ -31,6 +31,7 @@
 #include "neigh_list.h"
 #include "neighbor.h"
 #include "timer.h"
+#include "universe.h"
 #include "update.h"
 
 #include <algorithm>
@@ -198,6 +199,8 @@ int FixOTFTrain::split_pair_style_reference(int narg, char **arg,
 FixOTFTrain::~FixOTFTrain()
 {
   atom->delete_callback(id, Atom::GROW);
+  trainer_.reset();
+  if (walker_roots_ != MPI_COMM_NULL) MPI_Comm_free(&walker_roots_);
   memory->destroy(force_uncertainty_);
 }
 
@@ -242,7 +245,13 @@ template <typename Body> void FixOTFTrain::reporting_training_errors(Body &&body
   } catch (otf::RestartFormatError &e) {
     failure = e.what();
   }
-  if (!failure.empty()) error->all(FLERR, "fix otf/train: {}", failure);
+  if (failure.empty()) return;
+  // Walkers (partitions) share the model and wait for each other every step: one that stops
+  // must stop them all.
+  if (universe->nworlds > 1)
+    error->universe_one(FLERR, "fix otf/train: partition " +
+                                   std::to_string(universe->iworld + 1) + ": " + failure);
+  error->all(FLERR, "fix otf/train: {}", failure);
 }
 
 int FixOTFTrain::setmask()
@@ -324,9 +333,19 @@ void FixOTFTrain::create_trainer()
   messages.warn = [this](const std::string &line) {
     error->warning(FLERR, "fix otf/train: {}", line);
   };
+  // Every partition is a walker training the one model (training/walker_exchange.h).
+  otf::WalkerLayout walkers;
+  walkers.walker = universe->iworld;
+  walkers.walkers = universe->nworlds;
+  if (universe->nworlds > 1 && walker_roots_ == MPI_COMM_NULL) {
+    MPI_Comm_split(universe->uworld, comm->me == 0 ? 0 : MPI_UNDEFINED, universe->iworld,
+                   &walker_roots_);
+  }
+  walkers.roots = walker_roots_;
   reporting_training_errors([&] {
     trainer_ = std::make_unique<otf::OnTheFlyTrainer>(model_pair_->model_session().potential(),
-                                                      *settings_, *reference_, world, messages);
+                                                      *settings_, *reference_, world, messages,
+                                                      walkers);
   });
 }
 

@@ -16,6 +16,8 @@ FixStyle(otf/train,FixOTFTrain);
 
 #include "fix.h"
 
+#include <mpi.h>
+
 #include "md_system_adaptor.h"
 
 #include <memory>
@@ -91,6 +93,8 @@ class FixOTFTrain : public Fix {
 
   // From read_restart: the fix's data, applied once the trainer exists (init()).
   std::string restart_data_;
+  // With several partitions (walkers): world rank 0 of each, by partition (else MPI_COMM_NULL).
+  MPI_Comm walker_roots_ = MPI_COMM_NULL;
 };
 
 }    // namespace LAMMPS_NS

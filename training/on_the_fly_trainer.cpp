@@ -8,6 +8,7 @@
 #include <exception>
 #include <limits>
 #include <optional>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -66,6 +67,8 @@ void check_trainer_fields(const TrainerSettings& s) {
   require_integer_in("calibration_window", s.calibration_window, 1, 1000000);
   require_real_in("outlier_factor", s.outlier_factor, 0.0, 1e30);
   if (s.outlier_energy) require_real_in("outlier_energy", *s.outlier_energy, 0.0, 1e30);
+  // An hour per call is the most a benchmark would emulate.
+  require_real_in("reference_delay", s.reference_delay, 0.0, 3600.0);
   if (s.outlier_factor > 0.0 && s.outlier_factor < 2.0)
     throw std::invalid_argument("outlier_factor must be 0 (off) or at least 2, got " +
                                 format_number(s.outlier_factor));
@@ -105,14 +108,32 @@ TrainerSettings trainer_settings_with(TrainerSettings settings, const PolicySett
   return settings;
 }
 
+// The walkers' exchange; its rule (as many ranks per walker) agreed on every rank already.
+WalkerExchange walker_exchange(const WalkerLayout& layout, MPI_Comm world) {
+  try {
+    return WalkerExchange(layout, world);
+  } catch (const std::invalid_argument& e) {
+    throw TrainingError(e.what());
+  }
+}
+
+// Each walker writes its own journal and learning log.
+TrainerSettings settings_of_walker(TrainerSettings settings, const WalkerLayout& layout) {
+  settings.journal_path = walker_file_path(settings.journal_path, layout);
+  settings.learning_log_path = walker_file_path(settings.learning_log_path, layout);
+  return settings;
+}
+
 }  // namespace
 
 OnTheFlyTrainer::OnTheFlyTrainer(std::shared_ptr<Potential> potential,
                                  const TrainerSettings& settings, Reference& reference,
-                                 MPI_Comm world, TrainerMessages messages) :
-    settings_(settings),
+                                 MPI_Comm world, TrainerMessages messages,
+                                 const WalkerLayout& walkers) :
+    settings_(settings_of_walker(settings, walkers)),
     reference_(reference),
     world_(world),
+    walkers_(walker_exchange(walkers, world)),
     messages_(std::move(messages)),
     policy_(policy_settings_for(settings.policy, *potential)),
     calibration_(settings.calibration_window, potential->learns_in_closed_form()),
@@ -142,6 +163,11 @@ OnTheFlyTrainer::OnTheFlyTrainer(std::shared_ptr<Potential> potential,
     messages_.log(trainer_settings_line(trainer_settings_with(settings_, policy_.settings()),
                                         policy_.criterion(), reference_.description(),
                                         session_->potential()->cutoff(), session_->device_name()));
+  if (walkers_.shared() && rank_ == 0 && messages_.log)
+    messages_.log(formatted("walker %.0f of %.0f: every walker's labels train one model, the same on "
+                            "every walker; the reference of this walker labels its own MD",
+                            static_cast<double>(walkers.walker),
+                            static_cast<double>(walkers.walkers), 0.0, 0.0));
 }
 
 OnTheFlyTrainer::~OnTheFlyTrainer() = default;
@@ -214,6 +240,11 @@ void OnTheFlyTrainer::on_step(int64_t step, MdFrameSource& md) {
       if (criterion->judges_label(true, labelled)) assess_label(step);
     }
   }
+  // Walkers finish each step together: a walker done with it learns the others' labels until
+  // every walker is done (walker_exchange.h).
+  if (walkers_.shared())
+    while (!learn_walker_round(step, nullptr, true)) {
+    }
   if (settings_.save_every > 0 && step % settings_.save_every == 0 &&
       step != counters_.last_saved_step)
     save_model(step, "save_every");
@@ -356,7 +387,10 @@ bool OnTheFlyTrainer::ask_reference(int64_t step, MdFrameSource& md, ReferenceUs
   }
   try {
     Stopwatch timing(counters_.reference_seconds);
+    const auto started = std::chrono::steady_clock::now();
     label = reference_.label(configuration, use);
+    if (settings_.reference_delay > 0.0)
+      std::this_thread::sleep_until(started + std::chrono::duration<double>(settings_.reference_delay));
   } catch (const ReferenceFailure& failure) {
     if (use == ReferenceUse::Drive)
       throw TrainingError("the reference drives the MD but could not label step " +
@@ -390,6 +424,10 @@ void OnTheFlyTrainer::learn_missed_labels(int64_t step, bool every_one) {
     if (judge_label_values(frame.step, label, !policy_.reference_drives()) !=
         LabelVerdict::Learnable)
       continue;
+    if (walkers_.shared()) {
+      learn_walker_round(step, rank_ == 0 ? &frame : nullptr, false);
+      continue;
+    }
     Stopwatch timing(counters_.training_seconds);
     agreed("learning the journal's label of step " + std::to_string(frame.step), [&] {
       learn_whole_frame(*session_, rank_ == 0 ? &frame : nullptr, world_);
@@ -406,38 +444,98 @@ void OnTheFlyTrainer::learn_missed_labels(int64_t step, bool every_one) {
 void OnTheFlyTrainer::record_label(int64_t step, const ReferenceConfiguration& configuration,
                                    const ReferenceLabel& label, const double* uncertainty) {
   agreed("cannot write the label journal " + settings_.journal_path, [&] {
-    if (label.owned_forces.size() != 3 * static_cast<std::size_t>(configuration.num_local))
-      throw std::runtime_error("the reference " + reference_.description() + " returned " +
-                               std::to_string(label.owned_forces.size()) +
-                               " force components for " +
-                               std::to_string(configuration.num_local) + " owned atoms");
-    const FrameGather whole(configuration, world_);
-    const std::vector<double> forces = whole.gather(label.owned_forces.data(), 3);
-    const std::vector<double> spread =
-        uncertainty != nullptr ? whole.gather(uncertainty, 1) : std::vector<double>{};
-    if (!whole.is_root()) return;
-    JournalFrame record;
-    record.step = step;
-    record.call = counters_.reference_calls;
-    record.units = settings_.unit_style;
-    record.reference = reference_.description();
-    record.cell = configuration.cell;
-    record.origin = configuration.origin;
-    for (const int type : whole.types()) {
-      const auto t = static_cast<std::size_t>(type);
-      if (t >= settings_.type_elements.size() || settings_.type_elements[t].empty())
-        throw std::runtime_error("atom type " + std::to_string(type) +
-                                 " has no element for the journal");
-      record.symbols.push_back(settings_.type_elements[t]);
-    }
-    record.ids = whole.ids();
-    record.positions = whole.positions();
-    record.forces = forces;
-    record.energy = label.energy;
-    record.virial = label.virial;
-    record.uncertainty = spread;
-    journal_->append(record);
+    const LabelledFrame record = whole_label(step, configuration, label, uncertainty);
+    if (rank_ == 0) journal_->append(record);
   });
+}
+
+LabelledFrame OnTheFlyTrainer::whole_label(int64_t step,
+                                           const ReferenceConfiguration& configuration,
+                                           const ReferenceLabel& label,
+                                           const double* uncertainty) const {
+  if (label.owned_forces.size() != 3 * static_cast<std::size_t>(configuration.num_local))
+    throw std::runtime_error("the reference " + reference_.description() + " returned " +
+                             std::to_string(label.owned_forces.size()) +
+                             " force components for " + std::to_string(configuration.num_local) +
+                             " owned atoms");
+  const FrameGather whole(configuration, world_);
+  const std::vector<double> forces = whole.gather(label.owned_forces.data(), 3);
+  const std::vector<double> spread =
+      uncertainty != nullptr ? whole.gather(uncertainty, 1) : std::vector<double>{};
+  LabelledFrame record;
+  if (!whole.is_root()) return record;
+  record.step = step;
+  record.call = counters_.reference_calls;
+  record.units = settings_.unit_style;
+  record.reference = reference_.description();
+  record.cell = configuration.cell;
+  record.origin = configuration.origin;
+  for (const int type : whole.types()) {
+    const auto t = static_cast<std::size_t>(type);
+    if (t >= settings_.type_elements.size() || settings_.type_elements[t].empty())
+      throw std::runtime_error("atom type " + std::to_string(type) + " has no element");
+    record.symbols.push_back(settings_.type_elements[t]);
+  }
+  record.ids = whole.ids();
+  record.positions = whole.positions();
+  record.forces = forces;
+  record.energy = label.energy;
+  record.virial = label.virial;
+  record.uncertainty = spread;
+  return record;
+}
+
+bool OnTheFlyTrainer::learn_walker_round(int64_t step, const LabelledFrame* label,
+                                         bool at_step_end) {
+  WalkerRound round;
+  agreed("sharing labels between walkers on step " + std::to_string(step),
+         [&] { round = walkers_.round(label, at_step_end, stop_reason_); });
+  if (!round.stop_reason.empty() && stop_reason_.empty()) stop_reason_ = round.stop_reason;
+  if (round.frame_count == 0) return round.all_at_step_end;
+  // The guards count the other walkers' labels as learned too (this walker's own were counted
+  // when judged).
+  const int mine = walkers_.layout().walker;
+  double others[4] = {0.0, 0.0, std::numeric_limits<double>::infinity(),
+                      -std::numeric_limits<double>::infinity()};
+  std::string from;
+  if (rank_ == 0)
+    for (std::size_t k = 0; k < round.frames.size(); ++k) {
+      if (round.frame_walkers[k] == mine) continue;
+      const LabelledFrame& frame = round.frames[k];
+      others[0] += 1.0;
+      for (const double f : frame.forces) others[1] = std::max(others[1], std::abs(f));
+      if (frame.num_atoms() > 0) {
+        const double per_atom = frame.energy / frame.num_atoms();
+        others[2] = std::min(others[2], per_atom);
+        others[3] = std::max(others[3], per_atom);
+      }
+      from += (from.empty() ? "" : ", ") + std::to_string(round.frame_walkers[k]);
+    }
+  MPI_Bcast(others, 4, MPI_DOUBLE, 0, world_);
+  count_learned(static_cast<int64_t>(others[0]), others[1], others[2], others[3]);
+  const int64_t skipped_before = session_->report().skipped_steps;
+  {
+    Stopwatch timing(counters_.training_seconds);
+    agreed("learning the walkers' labels of step " + std::to_string(step), [&] {
+      // The weights this step's forces came from, for a restart file written on this step.
+      session_->snapshot_weights();
+      const bool statistics_were_ready = session_->statistics_ready();
+      for (int64_t k = 0; k < round.frame_count; ++k)
+        add_whole_frame(*session_, rank_ == 0 ? &round.frames[static_cast<std::size_t>(k)] : nullptr,
+                        world_);
+      if (!statistics_were_ready && session_->statistics_ready()) log_statistics_frozen(step);
+      session_->train();
+      session_->validate();
+    });
+  }
+  counters_.replicas_differ = !walkers_.same_everywhere(session_->weights_hash());
+  if (counters_.replicas_differ && rank_ == 0 && messages_.warn)
+    messages_.warn("the model replicas differ across the walkers' ranks on step " +
+                   std::to_string(step));
+  check_divergence(step, skipped_before);
+  if (!from.empty() && messages_.log)
+    messages_.log("step " + std::to_string(step) + ": learned the label(s) of walker(s) " + from);
+  return false;
 }
 
 bool OnTheFlyTrainer::journal_enabled() const { return !settings_.journal_path.empty(); }
@@ -483,6 +581,15 @@ bool OnTheFlyTrainer::label_and_train(int64_t step, const FramePart& frame, MdFr
   prediction_kept_ = false;
   Stopwatch timing(counters_.training_seconds);
 
+  if (walkers_.shared()) {
+    // Every walker learns the label, whole and in walker order, in one round.
+    LabelledFrame whole;
+    agreed("sharing the label of step " + std::to_string(step), [&] {
+      whole = whole_label(step, md.reference_configuration(), label, nullptr);
+    });
+    learn_walker_round(step, rank_ == 0 ? &whole : nullptr, false);
+    return true;
+  }
   FramePart labelled = frame;
   labelled.owned_forces = label.owned_forces.data();
   labelled.energy = label.energy;
@@ -741,7 +848,9 @@ void OnTheFlyTrainer::check_replicas(int64_t step) {
 
 void OnTheFlyTrainer::save_model(int64_t step, const char* why) {
   std::string message;
-  if (rank_ == 0) {
+  // Walkers hold identical replicas: walker 0 writes the one file.
+  const bool writes = walkers_.layout().walker == 0;
+  if (rank_ == 0 && writes) {
     try {
       session_->save(settings_.save_path);
     } catch (std::exception& e) {
@@ -754,6 +863,7 @@ void OnTheFlyTrainer::save_model(int64_t step, const char* why) {
   counters_.last_saved_step = step;
   if (rank_ == 0 && messages_.log)
     messages_.log("step " + std::to_string(step) + ": model saved to " + settings_.save_path +
+                  (writes ? "" : " by walker 0") +
                   " (" + why + ", " + std::to_string(session_->report().optimizer_steps) +
                   " optimizer steps)");
 }

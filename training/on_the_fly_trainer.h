@@ -21,6 +21,7 @@
 #include "reference.h"
 #include "restart_archive.h"
 #include "training_session.h"
+#include "walker_exchange.h"
 
 namespace otf {
 
@@ -91,6 +92,9 @@ struct TrainerSettings {
   // 1 eV per atom in the run's unit style (off for lj); 0: off.
   std::optional<double> outlier_energy;
   static constexpr int64_t kMaxRefusedInRow = 3;
+  // Seconds each reference call is made to last at least (0: as long as it takes): an expensive
+  // reference emulated by a cheap one, for benchmarks of calls and wall time.
+  double reference_delay = 0.0;
 };
 
 // The energy guard's default: 1 eV per atom in the unit style; 0 (off) for a unit style without a
@@ -114,9 +118,12 @@ struct TrainerMessages {
 class OnTheFlyTrainer {
  public:
   // Collective. Throws TrainingError for settings the engine rejects. Rank 0 logs what the run
-  // does (trainer_narration.h).
+  // does (trainer_narration.h). walkers: the walkers (MD code partitions) that train this model
+  // together (walker_exchange.h); every on_step() is then collective over all of them, and each
+  // walker writes its own label journal and learning log (walker_file_path), walker 0 the model.
   OnTheFlyTrainer(std::shared_ptr<Potential> potential, const TrainerSettings& settings,
-                  Reference& reference, MPI_Comm world, TrainerMessages messages);
+                  Reference& reference, MPI_Comm world, TrainerMessages messages,
+                  const WalkerLayout& walkers = {});
   ~OnTheFlyTrainer();
   OnTheFlyTrainer(const OnTheFlyTrainer&) = delete;
   OnTheFlyTrainer& operator=(const OnTheFlyTrainer&) = delete;
@@ -198,6 +205,13 @@ class OnTheFlyTrainer {
                      double highest_per_atom);
   LabelVerdict judge_label_values(int64_t step, const ReferenceLabel& label, bool model_drove);
   void check_replicas(int64_t step);
+  // The label of the step whole on rank 0 (empty elsewhere), as the journal and the walkers take it.
+  LabelledFrame whole_label(int64_t step, const ReferenceConfiguration& configuration,
+                            const ReferenceLabel& label, const double* uncertainty) const;
+  // Collective over all walkers: one round of the walkers' labels (walker_exchange.h), learned
+  // here in walker order. label: this walker's (rank 0), or null. Returns whether every walker
+  // has finished the step.
+  bool learn_walker_round(int64_t step, const LabelledFrame* label, bool at_step_end);
   // Rank 0 says where the descriptor statistics came from, when they were just frozen.
   void log_frame_parts() const;
   void log_statistics_frozen(int64_t step) const;
@@ -208,6 +222,7 @@ class OnTheFlyTrainer {
   TrainerSettings settings_;
   Reference& reference_;
   MPI_Comm world_;
+  WalkerExchange walkers_;
   int rank_ = 0;
   int ranks_ = 1;
   TrainerMessages messages_;

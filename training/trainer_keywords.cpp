@@ -72,7 +72,7 @@ IpiReferenceSettings& ipi(ParseState& s) { return *s.out.ipi; }
 // One table of the keywords (doc/fix_otf_train.md documents them in this order; a unit test
 // compares). Ranges are not
 // checked here: each owner checks its settings once the words are read.
-const std::array<Keyword, 42> kKeywords{{
+const std::array<Keyword, 43> kKeywords{{
     {"precision", 1, false,
      [](KeywordValues& v, ParseState& s) { session(s).precision = parse_precision(v.any_word()); }},
     {"every", 1, false,
@@ -185,6 +185,10 @@ const std::array<Keyword, 42> kKeywords{{
     {"outlier_energy", 1, false,
      [](KeywordValues& v, ParseState& s) {
        s.out.trainer.outlier_energy = v.real("outlier_energy");
+     }},
+    {"reference_delay", 1, false,
+     [](KeywordValues& v, ParseState& s) {
+       s.out.trainer.reference_delay = v.real("reference_delay");
      }},
     {"journal", 1, false,
      [](KeywordValues& v, ParseState& s) {

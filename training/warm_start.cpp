@@ -17,7 +17,7 @@
 
 namespace otf {
 
-void learn_whole_frame(TrainingSession& session, const LabelledFrame* whole, MPI_Comm world) {
+void add_whole_frame(TrainingSession& session, const LabelledFrame* whole, MPI_Comm world) {
   FramePart part;
   std::unique_ptr<PeriodicSystem> system;
   std::vector<int> owners;
@@ -52,6 +52,10 @@ void learn_whole_frame(TrainingSession& session, const LabelledFrame* whole, MPI
   MPI_Bcast(&atoms, 1, MPI_LONG_LONG, 0, world);
   part.atoms_in_frame = atoms;
   session.add_frame(part);
+}
+
+void learn_whole_frame(TrainingSession& session, const LabelledFrame* whole, MPI_Comm world) {
+  add_whole_frame(session, whole, world);
   session.train();
 }
 

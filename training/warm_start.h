@@ -33,6 +33,10 @@ WarmStartSummary warm_start(TrainingSession& session, const std::vector<std::str
                             const std::string& unit_style, MPI_Comm world);
 
 // Collective: adds one labelled frame, held whole by rank 0 (`whole`; null on the other ranks,
+// which hold empty parts of it), to the replay buffer, without training. Throws std::exception.
+void add_whole_frame(TrainingSession& session, const LabelledFrame* whole, MPI_Comm world);
+
+// Collective: adds one labelled frame, held whole by rank 0 (`whole`; null on the other ranks,
 // which hold empty parts of it), to the replay buffer and trains on it. Throws std::exception.
 void learn_whole_frame(TrainingSession& session, const LabelledFrame* whole, MPI_Comm world);
 

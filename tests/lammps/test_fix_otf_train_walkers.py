@@ -1,0 +1,124 @@
+"""fix otf/train across LAMMPS partitions (issue 37; doc/fix_otf_train.md, Walkers): four walkers
+(-partition 4x1) run 64-atom Si MD at 600, 1000, 1400 and 1800 K, each labelled by its own
+Stillinger-Weber reference, and train one model (bayesian-linear, every keyword at its default).
+
+* after the run, every walker's model gives the same energy, bit for bit, on one configuration
+  (built afresh in every partition), and the model file walker 0 wrote gives it too;
+* every walker learned every walker's labels: the replay buffer of each holds as many frames as
+  the walkers' journals hold labels together, and no walker saw replicas differ;
+* one model file; a label journal and a learning log per walker, named by it;
+* the reference-call budget stops all walkers at the same step; walkers with different rank
+  counts are refused by name (-partition 2 1).
+"""
+import re
+
+from lammps_harness import expect, expect_in, main, run_lammps
+
+SPEC = """{
+  "architecture": "bayesian-linear", "elements": ["Si"], "cutoff": 4.0, "units": "metal",
+  "committee_size": 8, "dtype": "float64", "seed": 1,
+  "hyperparameters": {"radial_functions": 8, "angular_radial_functions": 4,
+                      "max_angular_order": 3, "degree": 1}
+}
+"""
+
+TEMPERATURES = (600, 1000, 1400, 1800)
+
+
+def script(ctx, *, keywords="", steps=200, check=True, temperatures=TEMPERATURES):
+    seeds = " ".join(str(4928459 + 1000 * k) for k in range(len(temperatures)))
+    text = (f"plugin load {ctx.plugin}\n"
+            f"variable T world {' '.join(str(t) for t in temperatures)}\n"
+            f"variable seed world {seeds}\n"
+            "units metal\nboundary p p p\natom_modify map array\nlattice diamond 5.431\n"
+            "region box block 0 2 0 2 0 2\ncreate_box 1 box\ncreate_atoms 1 box\n"
+            "mass 1 28.0855\ntimestep 0.001\n"
+            "pair_style otf si-bayes.json\npair_coeff * * Si\n"
+            "velocity all create $(2*v_T) ${seed} mom yes rot yes dist gaussian\n"
+            "fix md all nvt temp ${T} ${T} 0.1\n"
+            "fix train all otf/train reference \"sw\" coeff \"* * Si.sw Si\" save si.otf "
+            f"journal labels.extxyz learning_log learning.csv {keywords}\n"
+            "thermo_style custom step temp pe f_train[8] f_train[9] f_train[12]\n"
+            "thermo 10\n"
+            f"run {steps}\n")
+    if check:
+        # One configuration, the same in every partition: the lattice, displaced by one seed.
+        text += ("thermo_style custom step pe\nunfix train\nunfix md\n"
+                 "delete_atoms group all\ncreate_atoms 1 box\n"
+                 "displace_atoms all random 0.1 0.1 0.1 12345 units box\n"
+                 "run 0\nprint \"LIVE_MODEL_ENERGY $(pe:%.17g)\"\n"
+                 "pair_style otf si.otf\npair_coeff * * Si\n"
+                 "run 0\nprint \"FILE_MODEL_ENERGY $(pe:%.17g)\"\n")
+    return text
+
+
+def partition_logs(ctx, name, count):
+    return [(ctx.workdir / f"{name}.log.{k}").read_text() for k in range(count)]
+
+
+def last_thermo(log):
+    """The last thermo row of the training run: step, buffer frames, calls, replicas differ."""
+    rows = re.findall(r"^\s*(\d+)\s+\S+\s+\S+\s+(\S+)\s+(\S+)\s+(\S+)\s*$", log, re.MULTILINE)
+    expect(rows, "no thermo rows in a partition's log")
+    step, frames, calls, differ = rows[-1]
+    return int(step), float(frames), float(calls), float(differ)
+
+
+def test(ctx):
+    (ctx.workdir / "si-bayes.json").write_text(SPEC)
+    walkers = len(TEMPERATURES)
+    run_lammps(ctx, script(ctx), np=walkers, args=("-partition", f"{walkers}x1"), name="walkers")
+    logs = partition_logs(ctx, "walkers", walkers)
+
+    live = [re.search(r"^LIVE_MODEL_ENERGY (\S+)", log, re.MULTILINE).group(1) for log in logs]
+    from_file = [re.search(r"^FILE_MODEL_ENERGY (\S+)", log, re.MULTILINE).group(1)
+                 for log in logs]
+    expect(len(set(live)) == 1, f"the walkers' models differ: energies {live}")
+    expect(set(from_file) == set(live),
+           f"the model file differs from the trained model: {from_file} against {live}")
+
+    journalled = []
+    for k in range(walkers):
+        journal = ctx.workdir / f"labels.walker{k}.extxyz"
+        expect(journal.exists(), f"walker {k} wrote no journal {journal.name}")
+        journalled.append(sum(1 for line in journal.read_text().splitlines() if line == "64"))
+        expect((ctx.workdir / f"learning.walker{k}.csv").exists(),
+               f"walker {k} wrote no learning log")
+    expect(not list(ctx.workdir.glob("si.walker*")), "a walker wrote its own model file")
+    expect((ctx.workdir / "si.otf").exists(), "no model file")
+    total = sum(journalled)
+    for k, log in enumerate(logs):
+        _, frames, calls, differ = last_thermo(log)
+        expect(calls == journalled[k],
+               f"walker {k}: {calls} reference calls but {journalled[k]} journalled labels")
+        expect(frames == total,
+               f"walker {k} holds {frames} frames, but the walkers made {total} labels "
+               f"({journalled})")
+        expect(differ == 0.0, f"walker {k} saw the replicas differ")
+    # Each walker learned from its own reference at least once (the conditions differ).
+    expect(min(journalled) >= 1 and total <= 40,
+           f"labels per walker {journalled}: expected 1 to 10 each")
+    expect_in("learned the label(s) of walker(s)", logs[0])
+
+    # The budget: max_calls 2 stops every walker at the same step.
+    run_lammps(ctx, script(ctx, keywords="max_calls 2", check=False, steps=300), np=walkers,
+               args=("-partition", f"{walkers}x1"), name="budget")
+    logs = partition_logs(ctx, "budget", walkers)
+    steps = [last_thermo(log)[0] for log in logs]
+    expect(len(set(steps)) == 1 and steps[0] < 300,
+           f"the budget stopped the walkers at steps {steps}")
+    for log in logs:
+        expect_in("the reference-call budget (max_calls 2) is spent", log)
+
+    # Walkers need as many ranks each.
+    result = run_lammps(ctx, script(ctx, check=False, steps=10, temperatures=(600, 1000)), np=3,
+                        args=("-partition", "2", "1"), name="uneven", check=False)
+    expect(result.returncode != 0, "walkers of 2 and 1 ranks were accepted")
+    text = result.stdout + result.stderr + "".join(
+        p.read_text() for p in ctx.workdir.glob("uneven*") if p.is_file())
+    text += "".join(p.read_text() for p in ctx.workdir.glob("screen*") if p.is_file())
+    expect_in("walkers that train one model need as many ranks each", text, "output")
+
+
+if __name__ == "__main__":
+    main(test)
