@@ -218,6 +218,9 @@ void FixOTFTrain::create_ipi_reference(otf::IpiReferenceSettings ipi)
   std::unique_ptr<otf::IpiReference> code;
   std::string message;
   try {
+    // Walkers (partitions) each listen on their own address and start their own client.
+    if (universe->nworlds > 1)
+      ipi.address = otf::walker_address(ipi.address, universe->iworld, universe->nworlds);
     code = std::make_unique<otf::IpiReference>(std::move(ipi), world);
   } catch (std::exception &e) {
     message = e.what();
@@ -249,8 +252,9 @@ template <typename Body> void FixOTFTrain::reporting_training_errors(Body &&body
   // Walkers (partitions) share the model and wait for each other every step: one that stops
   // must stop them all.
   if (universe->nworlds > 1)
-    error->universe_one(FLERR, "fix otf/train: partition " +
-                                   std::to_string(universe->iworld + 1) + ": " + failure);
+    error->universe_one(FLERR, "fix otf/train: walker " + std::to_string(universe->iworld) +
+                                   " (partition " + std::to_string(universe->iworld + 1) +
+                                   "): " + failure);
   error->all(FLERR, "fix otf/train: {}", failure);
 }
 

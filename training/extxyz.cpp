@@ -174,6 +174,10 @@ std::string extxyz_frame_text(const LabelledFrame& frame, const std::string& whe
   append_integer(out, frame.step);
   out += " call=";
   append_integer(out, frame.call);
+  if (frame.walker >= 0) {
+    out += " walker=";
+    append_integer(out, frame.walker);
+  }
   out += " units=";
   append_text_value(out, frame.units, /*bare_if_plain=*/true);
   out += " reference=";
@@ -535,6 +539,8 @@ LabelledFrame parse_frame(const RawFrame& raw) {
     frame.step = parse_integer(trimmed(*step), comment_line, "step");
   if (const std::string* call = find({"call"}))
     frame.call = parse_integer(trimmed(*call), comment_line, "call");
+  if (const std::string* walker = find({"walker"}))
+    frame.walker = parse_integer(trimmed(*walker), comment_line, "walker");
   if (const std::string* units = find({"units"})) frame.units = *units;
   if (const std::string* reference = find({"reference"})) frame.reference = *reference;
 

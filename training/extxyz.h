@@ -6,8 +6,9 @@
 // per atom, `symbol x y z fx fy fz id [uncertainty]`. The comment line:
 //   Lattice="ax ay az bx by bz cx cy cz" Properties=species:S:1:pos:R:3:forces:R:3:id:I:1
 //   [:force_uncertainty:R:1] energy=E virial="xx xy xz yx yy yz zx zy zz"
-//   stress="(-virial / volume, same layout)" pbc="T T T" origin="x y z" step=S call=C units=U
-//   reference="any text" (quotes, backslashes and line breaks written as \", \\ and \n)
+//   stress="(-virial / volume, same layout)" pbc="T T T" origin="x y z" step=S call=C
+//   [walker=W] units=U reference="any text" (quotes, backslashes and line breaks written as
+//   \", \\ and \n)
 // Reals are written with %.17g (exact round trip). `virial` is what this reader uses; `stress` is
 // there only for ASE, which takes a calculator's stress from `stress` and nothing else.
 // A frame is whole only when all its lines, the last included, end with a newline.
@@ -25,6 +26,7 @@ namespace otf {
 struct LabelledFrame {
   int64_t step = 0;                  // MD step of the label
   int64_t call = 0;                  // reference call number (1-based) in the run that wrote it
+  int64_t walker = -1;               // the walker (LAMMPS partition) that labelled it; -1: none
   std::string units;                 // the MD code's unit style, e.g. "metal" (LAMMPS' names)
   std::string reference;             // what labelled it, e.g. "i-PI client (cp2k ...)"; any text
   std::array<double, 9> cell{};      // rows a, b, c (Cartesian)
@@ -58,7 +60,8 @@ struct ExtxyzContents {
 // ase.io.write with a SinglePointCalculator): positions from `pos`, forces from `forces` (or
 // `force`), energy from `energy` (or `free_energy`), the virial from `virial` (9 numbers) or from
 // `stress` (9, or 6 in Voigt order xx yy zz yz xz xy) as -stress * volume; when absent: units
-// empty, ids 1..N, step -1, call 0, uncertainty empty, origin zero, cell zero, virial zero.
+// empty, ids 1..N, step -1, call 0, walker -1, uncertainty empty, origin zero, cell zero, virial
+// zero.
 ExtxyzContents read_extxyz_file(const std::string& path);
 // The same for text in memory; errors say "extxyz text, line N: ...".
 ExtxyzContents parse_extxyz_text(const std::string& text);

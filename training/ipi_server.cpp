@@ -242,6 +242,23 @@ std::string IpiAddress::describe() const {
   return "inet:" + (name.empty() ? std::string("127.0.0.1") : name) + ":" + std::to_string(port);
 }
 
+IpiAddress walker_address(const IpiAddress& address, int walker, int walkers) {
+  IpiAddress mine = address;
+  if (mine.kind == IpiAddress::Kind::Unix) {
+    mine.name += "-walker" + std::to_string(walker);
+  } else if (mine.port != 0) {
+    const int last = walkers - 1;
+    if (mine.port + last > 65535)
+      throw std::invalid_argument("walker " + std::to_string(last) + " would listen on port " +
+                                  std::to_string(mine.port + last) +
+                                  " (each walker listens on the given port plus its number): "
+                                  "give a port of at most " + std::to_string(65535 - last) +
+                                  ", or 0");
+    mine.port += walker;
+  }
+  return mine;
+}
+
 std::string to_string(IpiFailureKind kind) {
   switch (kind) {
     case IpiFailureKind::NeverConnected:

@@ -28,6 +28,12 @@ struct IpiAddress {
   std::string describe() const;   // "unix:/tmp/ipi_si" or "inet:127.0.0.1:31415"
 };
 
+// The address of walker `walker` (0-based) when several walkers each run their own client
+// (docs/design.md §14): unix NAME -> NAME-walkerK, inet port P -> P + K (port 0 stays 0: the
+// system picks one per walker). std::invalid_argument, on every walker alike, when the last
+// walker's port would pass 65535.
+IpiAddress walker_address(const IpiAddress& address, int walker, int walkers);
+
 enum class IpiFailureKind {
   NeverConnected,  // no client connected within the timeout
   ClientExited,    // the client process ended while we waited for it

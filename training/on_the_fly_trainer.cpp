@@ -466,6 +466,7 @@ LabelledFrame OnTheFlyTrainer::whole_label(int64_t step,
   if (!whole.is_root()) return record;
   record.step = step;
   record.call = counters_.reference_calls;
+  if (walkers_.shared()) record.walker = walkers_.layout().walker;
   record.units = settings_.unit_style;
   record.reference = reference_.description();
   record.cell = configuration.cell;
@@ -517,8 +518,7 @@ bool OnTheFlyTrainer::learn_walker_round(int64_t step, const LabelledFrame* labe
   {
     Stopwatch timing(counters_.training_seconds);
     agreed("learning the walkers' labels of step " + std::to_string(step), [&] {
-      // The weights this step's forces came from, for a restart file written on this step.
-      session_->snapshot_weights();
+      snapshot_step_weights(step);
       const bool statistics_were_ready = session_->statistics_ready();
       for (int64_t k = 0; k < round.frame_count; ++k)
         add_whole_frame(*session_, rank_ == 0 ? &round.frames[static_cast<std::size_t>(k)] : nullptr,
@@ -602,8 +602,7 @@ bool OnTheFlyTrainer::label_and_train(int64_t step, const FramePart& frame, MdFr
                                std::to_string(label.owned_forces.size()) +
                                " force components for " +
                                std::to_string(frame.system.num_local) + " owned atoms");
-    // The weights this step's forces came from, for a restart file written on this step.
-    session_->snapshot_weights();
+    snapshot_step_weights(step);
     const bool statistics_were_ready = session_->statistics_ready();
     session_->add_frame(labelled);
     if (!statistics_were_ready && session_->statistics_ready()) log_statistics_frozen(step);
@@ -868,11 +867,19 @@ void OnTheFlyTrainer::save_model(int64_t step, const char* why) {
                   " optimizer steps)");
 }
 
+void OnTheFlyTrainer::snapshot_step_weights(int64_t step) {
+  // The weights this step's forces came from, for a restart file written on this step: taken
+  // before the step's first training only (walkers may train several rounds in one step).
+  if (weights_snapshot_step_ == step) return;
+  session_->snapshot_weights();
+  weights_snapshot_step_ = step;
+}
+
 std::string OnTheFlyTrainer::save_restart(int64_t step) {
   TrainerRestart restart;
   std::string buffer;
   agreed("cannot save the training state for the restart file", [&] {
-    restart.session = session_->save_state(policy_.state().last_labelled_step == step);
+    restart.session = session_->save_state(weights_snapshot_step_ == step);
     buffer = session_->save_buffer_state();
     if (buffer.size() > static_cast<std::size_t>(INT_MAX))
       throw std::runtime_error("the replay buffer is too large for a restart file");

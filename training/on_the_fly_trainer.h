@@ -185,6 +185,7 @@ class OnTheFlyTrainer {
   void record_calibration_sample(MdFrameSource& md, const ReferenceLabel& label);
   // Accuracy mode: more rounds of training until the new label is fitted (label_steps).
   void train_on_label(const FramePart& labelled);
+  void snapshot_step_weights(int64_t step);
   // After a label under drive auto: asks the policy and says what it decided.
   void assess_label(int64_t step);
   // Whether the drive criterion compares each label with the committee's prediction of it.
@@ -242,6 +243,9 @@ class OnTheFlyTrainer {
   // The prediction kept by measure_uncertainty(keep_prediction): per owned atom the spread and
   // the committee mean's forces, and the whole frame's committee energy summary.
   bool prediction_kept_ = false;
+  // The step whose MD forces the snapshot's weights gave (the first training of that step, a
+  // label of this walker or of another); a restart file written on it keeps them.
+  int64_t weights_snapshot_step_ = -1;
   bool prediction_from_trained_model_ = false;
   std::vector<double> predicted_spread_, predicted_forces_;
   CommitteeSpread predicted_summary_;

@@ -1,4 +1,4 @@
-// Many walkers, one model (docs/design.md §15): MD runs in several LAMMPS partitions (walkers),
+// Many walkers, one model (docs/design.md §14): MD runs in several LAMMPS partitions (walkers),
 // each under its own conditions and with its own reference, and every walker learns every
 // walker's labels, so the model replicas stay identical everywhere. A walker that learns a label
 // opens a round: the labels of that round, whole, go to every walker, which adds them to its

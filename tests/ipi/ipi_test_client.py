@@ -39,6 +39,10 @@ def parse_arguments():
                         help='fault only while FILE does not exist; create it when faulting')
     parser.add_argument('--calls-log', metavar='FILE',
                         help='append "call energy_eV" per completed call')
+    parser.add_argument('--delay', type=float, default=0.0, metavar='S',
+                        help='take S seconds more for each call (an expensive code)')
+    parser.add_argument('--times-log', metavar='FILE',
+                        help='append "received answered" (Unix times) per completed call')
     arguments = parser.parse_args()
     if arguments.unix is None and arguments.inet is None:
         # OTF-Torch's ClientProcess describes the server's address in the environment.
@@ -201,6 +205,9 @@ def main():
                 (natoms,) = struct.unpack('=i', receive(connection, 4))
                 flat = struct.unpack('={}d'.format(3 * natoms), receive(connection, 24 * natoms))
                 posdata_count += 1
+                received = time.time()
+                if arguments.delay > 0:
+                    time.sleep(arguments.delay)
                 if faults.fires('die', posdata_count):
                     sys.exit(3)
                 if faults.fires('hang', posdata_count):
@@ -240,6 +247,9 @@ def main():
                 if arguments.calls_log is not None:
                     with open(arguments.calls_log, 'a') as log:
                         log.write('{} {!r}\n'.format(calls, energy))
+                if arguments.times_log is not None:
+                    with open(arguments.times_log, 'a') as log:
+                        log.write('{!r} {!r}\n'.format(received, time.time()))
                 state = 'READY'
             else:
                 print('ipi_test_client: unexpected message {!r}'.format(message), file=sys.stderr)

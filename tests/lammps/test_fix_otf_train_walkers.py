@@ -8,11 +8,13 @@ Stillinger-Weber reference, and train one model (bayesian-linear, every keyword 
   the walkers' journals hold labels together, and no walker saw replicas differ;
 * one model file; a label journal and a learning log per walker, named by it;
 * the reference-call budget stops all walkers at the same step; walkers with different rank
-  counts are refused by name (-partition 2 1).
+  counts are refused by name (-partition 2 1);
+* a two-walker job restarts exactly: 2N steps match N steps + write_restart (a file per walker)
+  + read_restart + N steps, walker by walker, in the energy and the training outputs.
 """
 import re
 
-from lammps_harness import expect, expect_in, main, run_lammps
+from lammps_harness import expect, expect_in, main, parse_thermo, run_lammps
 
 SPEC = """{
   "architecture": "bayesian-linear", "elements": ["Si"], "cutoff": 4.0, "units": "metal",
@@ -81,7 +83,10 @@ def test(ctx):
     for k in range(walkers):
         journal = ctx.workdir / f"labels.walker{k}.extxyz"
         expect(journal.exists(), f"walker {k} wrote no journal {journal.name}")
-        journalled.append(sum(1 for line in journal.read_text().splitlines() if line == "64"))
+        text = journal.read_text()
+        journalled.append(sum(1 for line in text.splitlines() if line == "64"))
+        expect(text.count(f" walker={k} ") == journalled[-1],
+               f"walker {k}'s journal does not name the walker in every frame")
         expect((ctx.workdir / f"learning.walker{k}.csv").exists(),
                f"walker {k} wrote no learning log")
     expect(not list(ctx.workdir.glob("si.walker*")), "a walker wrote its own model file")
@@ -118,6 +123,54 @@ def test(ctx):
         p.read_text() for p in ctx.workdir.glob("uneven*") if p.is_file())
     text += "".join(p.read_text() for p in ctx.workdir.glob("screen*") if p.is_file())
     expect_in("walkers that train one model need as many ranks each", text, "output")
+
+    check_restart(ctx)
+
+
+RESTART_STEPS = 30
+# As in test_fix_otf_train_restart.py: no sorting, neighbour lists every step, so the continued
+# and the restarted run order atoms and neighbours alike.
+NEIGHBORS = "atom_modify sort 0 0.0\nneigh_modify every 1 delay 0 check no\n"
+RESTART_COLUMNS = ("step pe f_train[1] f_train[3] f_train[7] f_train[8] f_train[9] f_train[13] "
+                   "f_train[14]")
+
+
+def check_restart(ctx):
+    """Two walkers (600 and 1400 K): 2N steps against N + write_restart + read_restart + N."""
+    temperatures = (600, 1400)
+    fix = ("fix train all otf/train reference \"sw\" coeff \"* * Si.sw Si\" "
+           "journal restart-labels.extxyz\n")
+    output = (f"thermo_style custom {RESTART_COLUMNS}\nthermo_modify format float %.15g\n"
+              "thermo 5\n")
+    start = script(ctx, steps=0, check=False, temperatures=temperatures)
+    start = start[:start.index("fix train")].replace("timestep", NEIGHBORS + "timestep")
+    start += "variable w world 0 1\n" + fix + output
+    args = ("-partition", "2x1")
+    run_lammps(ctx, start + f"run {2 * RESTART_STEPS}\n", np=2, args=args, name="whole")
+    run_lammps(ctx, start + f"run {RESTART_STEPS}\nwrite_restart half.${{w}}.restart\n", np=2,
+               args=args, name="first")
+    second = (f"plugin load {ctx.plugin}\nvariable T world {temperatures[0]} {temperatures[1]}\n"
+              "variable w world 0 1\natom_modify map array\nread_restart half.${w}.restart\n"
+              f"{NEIGHBORS}pair_style otf si-bayes.json\npair_coeff * * Si\n"
+              "fix md all nvt temp ${T} ${T} 0.1\n" + fix + output + f"run {RESTART_STEPS}\n")
+    run_lammps(ctx, second, np=2, args=args, name="second")
+    for k in range(2):
+        restarted_log = (ctx.workdir / f"second.log.{k}").read_text()
+        expect_in("fix otf/train: training state restored from the restart file", restarted_log)
+        whole = {row["Step"]: row for row in parse_thermo(
+            (ctx.workdir / f"whole.log.{k}").read_text())[-1] if row["Step"] >= RESTART_STEPS}
+        restarted = {row["Step"]: row for row in parse_thermo(restarted_log)[-1]}
+        expect(sorted(whole) == sorted(restarted),
+               f"walker {k}: steps {sorted(restarted)} after the restart, {sorted(whole)} without")
+        for step, row in whole.items():
+            for column, value in row.items():
+                expect(restarted[step][column] == value,
+                       f"walker {k}, step {step}, {column}: {restarted[step][column]!r} after "
+                       f"the restart, {value!r} without")
+        last = whole[2 * RESTART_STEPS]
+        print(f"walker {k}: restart at step {RESTART_STEPS} continues exactly to step "
+              f"{2 * RESTART_STEPS} ({int(last['f_train[9]'])} reference calls, "
+              f"{int(last['f_train[8]'])} frames)")
 
 
 if __name__ == "__main__":

@@ -140,6 +140,7 @@ void expect_bits_equal(const Container& got, const Container& expected, const ch
 inline void expect_same_frame(const LabelledFrame& got, const LabelledFrame& expected) {
   EXPECT_EQ(got.step, expected.step);
   EXPECT_EQ(got.call, expected.call);
+  EXPECT_EQ(got.walker, expected.walker);
   EXPECT_EQ(got.units, expected.units);
   EXPECT_EQ(got.reference, expected.reference);
   expect_bits_equal(got.cell, expected.cell, "cell");
