@@ -857,7 +857,8 @@ void OnTheFlyTrainer::save_model(int64_t step, const char* why) {
       if (message.empty()) message = "unknown error";
     }
   }
-  broadcast_bytes(message, 0, world_);
+  // Every walker waits for walker 0's file (the input may read it next) and hears its outcome.
+  message = walkers_.from_first_walker(message);
   if (!message.empty()) throw TrainingError("cannot save the model: " + message);
   counters_.last_saved_step = step;
   if (rank_ == 0 && messages_.log)

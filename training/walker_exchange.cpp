@@ -133,4 +133,11 @@ bool WalkerExchange::same_everywhere(uint64_t value) const {
   return same == 1;
 }
 
+std::string WalkerExchange::from_first_walker(const std::string& text) const {
+  std::string result = text;
+  if (shared() && rank_ == 0) broadcast_bytes(result, 0, layout_.roots);
+  broadcast_bytes(result, 0, world_);
+  return result;
+}
+
 }  // namespace otf

@@ -61,6 +61,11 @@ class WalkerExchange {
   // every rank of every walker.
   bool same_everywhere(uint64_t value) const;
 
+  // Collective over every rank of every walker: `text` as world rank 0 of walker 0 holds it, on
+  // every rank. Also a barrier: no walker goes on before walker 0 got here (e.g. had written the
+  // model file the others read next).
+  std::string from_first_walker(const std::string& text) const;
+
  private:
   WalkerLayout layout_;
   MPI_Comm world_;

@@ -94,8 +94,17 @@ def run_lammps(ctx, script, *, np=None, variables=None, args=(), env=None, name=
     log = log_path.read_text() if log_path.exists() else ""
     result = LammpsResult(proc.returncode, log, proc.stdout, proc.stderr, parse_thermo(log))
     if check and proc.returncode != 0:
+        # With -partition the screen says little: each partition's log (NAME.log.K) has the
+        # ERROR line and the input line that raised it.
+        partition_errors = []
+        for partition_log in sorted(ctx.workdir.glob(name + ".log.*")):
+            lines = partition_log.read_text(errors="replace").splitlines()
+            partition_errors += [f"{partition_log.name}: {line}" for line in lines
+                                 if line.startswith(("ERROR", "Last input line"))]
         fail(f"lmp exited with {proc.returncode}: {' '.join(command)}\n"
-             f"--- stdout (tail) ---\n{proc.stdout[-3000:]}\n--- stderr (tail) ---\n{proc.stderr[-3000:]}")
+             f"--- stdout (tail) ---\n{proc.stdout[-3000:]}\n--- stderr (tail) ---\n{proc.stderr[-3000:]}"
+             + ("\n--- partition logs ---\n" + "\n".join(partition_errors) if partition_errors
+                else ""))
     return result
 
 

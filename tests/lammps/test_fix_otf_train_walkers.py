@@ -154,6 +154,7 @@ def check_restart(ctx):
               f"{NEIGHBORS}pair_style otf si-bayes.json\npair_coeff * * Si\n"
               "fix md all nvt temp ${T} ${T} 0.1\n" + fix + output + f"run {RESTART_STEPS}\n")
     run_lammps(ctx, second, np=2, args=args, name="second")
+    labelled_after = []
     for k in range(2):
         restarted_log = (ctx.workdir / f"second.log.{k}").read_text()
         expect_in("fix otf/train: training state restored from the restart file", restarted_log)
@@ -168,9 +169,11 @@ def check_restart(ctx):
                        f"walker {k}, step {step}, {column}: {restarted[step][column]!r} after "
                        f"the restart, {value!r} without")
         last = whole[2 * RESTART_STEPS]
+        labelled_after.append(last["f_train[9]"] > whole[RESTART_STEPS]["f_train[9]"])
         print(f"walker {k}: restart at step {RESTART_STEPS} continues exactly to step "
               f"{2 * RESTART_STEPS} ({int(last['f_train[9]'])} reference calls, "
               f"{int(last['f_train[8]'])} frames)")
+    expect(any(labelled_after), "no walker labelled after the restart: the test shows little")
 
 
 if __name__ == "__main__":

@@ -139,6 +139,12 @@ void check_rounds(int ranks_per_walker) {
   EXPECT_TRUE(exchange.same_everywhere(0x1234u));
   const bool odd_one = world_rank() == world_size() - 1;
   EXPECT_FALSE(exchange.same_everywhere(odd_one ? 0x1235u : 0x1234u));
+  // Walker 0's root speaks (e.g. how its model file write went); every rank of every walker hears
+  // it, whatever it held itself.
+  const bool first_root = walkers.layout.walker == 0 && walkers.is_root;
+  EXPECT_EQ(exchange.from_first_walker(first_root ? "disk full" : "walker " +
+                                       std::to_string(walkers.layout.walker)),
+            "disk full");
 }
 
 TEST(WalkerExchange, EveryWalkerGetsEveryLabelInWalkerOrder) {
