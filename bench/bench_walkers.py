@@ -32,7 +32,7 @@ sys.path.insert(0, str(ROOT / "bench"))
 from bench_common import cpu_description, write_report  # noqa: E402
 from walkers_report import ENERGY_TARGET, FORCE_TARGET, walker_results  # noqa: E402
 
-TEMPERATURES = (600, 1000, 1400, 1800)
+TEMPERATURES = (600, 1000, 1400, 1800)  # the example's, and issue 37's
 
 
 def training_loop_seconds(log_text):
@@ -42,6 +42,11 @@ def training_loop_seconds(log_text):
     if at < 0 or not found:
         sys.exit("bench_walkers: no training run in a log")
     return float(found.group(1))
+
+
+def label_steps(journal):
+    """The MD steps of a label journal's frames (its comment lines' step=N)."""
+    return [int(m) for m in re.findall(r" step=([0-9]+) ", journal.read_text())]
 
 
 def run(command, folder, env):
@@ -66,6 +71,8 @@ def main():
     parser.add_argument("--mpirun", default="mpirun")
     parser.add_argument("--delay", type=float, default=10.0, help="seconds per reference call")
     parser.add_argument("--steps", type=int, default=3000)
+    parser.add_argument("--temperatures", type=int, nargs=4, default=TEMPERATURES,
+                        metavar="K", help="the four walkers' temperatures")
     parser.add_argument("--out", help="report prefix (PREFIX.txt, PREFIX.tsv)")
     options = parser.parse_args()
     lmp = str(Path(options.lmp).resolve())
@@ -75,7 +82,13 @@ def main():
     if potentials.is_dir():
         env.setdefault("LAMMPS_POTENTIALS", str(potentials))
     work = Path(tempfile.mkdtemp(prefix="bench-walkers-"))
+    example_line = "variable T       world " + " ".join(str(t) for t in TEMPERATURES)
     source = (EXAMPLE / "in.si-walkers").read_text()
+    if example_line not in source:
+        sys.exit(f"bench_walkers: in.si-walkers no longer has the line {example_line!r}")
+    temperatures = tuple(options.temperatures)
+    source = source.replace(example_line,
+                            "variable T       world " + " ".join(str(t) for t in temperatures))
     variables = ["-var", "delay", str(options.delay), "-var", "train_steps", str(options.steps)]
 
     # One job, four walkers.
@@ -93,9 +106,9 @@ def main():
 
     # Four runs, one after another: the same input with this run's temperature only.
     separate, separate_training, separate_seconds = [], 0.0, 0.0
-    for k, temperature in enumerate(TEMPERATURES):
-        folder = work / f"single-{temperature}"
-        text = source.replace("variable T       world 600 1000 1400 1800",
+    for k, temperature in enumerate(temperatures):
+        folder = work / f"single-{k}-{temperature}"
+        text = source.replace("variable T       world " + " ".join(str(t) for t in temperatures),
                               f"variable T       index {temperature}")
         text = text.replace("variable walker  world 0 1 2 3", f"variable walker  index {k}")
         prepare(folder, text)
@@ -106,6 +119,12 @@ def main():
         separate.append(walker_results(folder, "log.lammps", [k])[0])
         separate_training += training_loop_seconds((folder / "log.lammps").read_text())
 
+    # Walkers wait for each other's labels at each step: the steps at which any walker asked for
+    # one bound the job's wall time from below (steps x delay), as the sum of all calls bounds the
+    # separate runs'.
+    call_steps = set()
+    for k in range(4):
+        call_steps.update(label_steps(walkers_folder / f"labels.walker{k}.extxyz"))
     walker_calls = sum(r["calls"] for r in walkers)
     separate_calls = sum(r["calls"] for r in separate)
     lines = [f"# bench_walkers: examples/si-walkers, {options.steps} training steps per "
@@ -116,7 +135,7 @@ def main():
     tsv = ["temperature\twalker_calls\twalker_force_rmse\twalker_energy_rmse\tseparate_calls\t"
            "separate_force_rmse\tseparate_energy_rmse"]
     met = True
-    for temperature, w, s in zip(TEMPERATURES, walkers, separate):
+    for temperature, w, s in zip(temperatures, walkers, separate):
         lines.append(f"| {temperature} K | {w['calls']} | {w['force_rmse']:.4f} | "
                      f"{w['energy_rmse_mev']:.3f} | {s['calls']} | {s['force_rmse']:.4f} | "
                      f"{s['energy_rmse_mev']:.3f} |")
@@ -132,6 +151,10 @@ def main():
               f"training wall time: walkers {walkers_training:.1f} s, separate runs one after "
               f"another {separate_training:.1f} s: {speedup:.2f}x shorter "
               f"({'meets' if speedup >= 3 else 'misses'} the 3x target)",
+              f"steps at which some walker waited for a reference call: {len(call_steps)} "
+              f"(the walkers' job waits at least {len(call_steps)} x {options.delay:g} s; the "
+              f"separate runs {separate_calls} x {options.delay:g} s: the ratio of those is "
+              f"{separate_calls / max(len(call_steps), 1):.2f})",
               f"whole job (held-out MD and tests included): walkers {job_seconds:.1f} s, separate "
               f"{separate_seconds:.1f} s",
               f"targets (force RMSE <= {FORCE_TARGET} eV/A, energy RMSE < {ENERGY_TARGET} "

@@ -251,10 +251,17 @@ template <typename Body> void FixOTFTrain::reporting_training_errors(Body &&body
   if (failure.empty()) return;
   // Walkers (partitions) share the model and wait for each other every step: one that stops
   // must stop them all.
-  if (universe->nworlds > 1)
-    error->universe_one(FLERR, "fix otf/train: walker " + std::to_string(universe->iworld) +
-                                   " (partition " + std::to_string(universe->iworld + 1) +
-                                   "): " + failure);
+  if (universe->nworlds > 1) {
+    const std::string message = "fix otf/train: walker " + std::to_string(universe->iworld) +
+                                " (partition " + std::to_string(universe->iworld + 1) + "): " +
+                                failure;
+    // universe_one writes to the job's screen only: the partition's own log says it too.
+    if (comm->me == 0) {
+      utils::logmesg(lmp, "ERROR: {}\n", message);
+      if (logfile) fflush(logfile);
+    }
+    error->universe_one(FLERR, message);
+  }
   error->all(FLERR, "fix otf/train: {}", failure);
 }
 

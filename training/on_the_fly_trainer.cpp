@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <exception>
 #include <limits>
+#include <memory>
 #include <optional>
 #include <thread>
 #include <utility>
@@ -124,6 +125,38 @@ TrainerSettings settings_of_walker(TrainerSettings settings, const WalkerLayout&
   return settings;
 }
 
+// What every walker must agree on, as a hash: how the shared model is trained (the session's
+// settings, the label fit after each label and its target, the warm-start files), and when the
+// model file is written (walker 0 writes it, all wait for it). Different values would let the
+// replicas drift apart, or leave walkers waiting for a save that never comes. The policy's own
+// settings (accuracy, every, take_over, ...) may differ: each walker decides for its own MD.
+uint64_t shared_settings_hash(const TrainerSettings& settings, double label_fit_force_error) {
+  const TrainingSessionSettings& s = settings.session;
+  const LRScheduleSettings& lr = s.lr_schedule_settings;
+  char numbers[1024];
+  std::snprintf(numbers, sizeof(numbers),
+                "%d %d %.17g %.17g %.17g %.17g %lld %lld %lld %.17g %llu %.17g %.17g %.17g %.17g "
+                "%lld %d %lld %d %lld %.17g %lld %.17g %lld %.17g %lld %.17g %lld %d",
+                static_cast<int>(s.precision), static_cast<int>(s.optimizer), s.learning_rate,
+                s.energy_weight, s.force_weight, s.stress_weight,
+                static_cast<long long>(s.steps_per_frame), static_cast<long long>(s.batch_frames),
+                static_cast<long long>(s.buffer_frames), s.validation_fraction,
+                static_cast<unsigned long long>(s.seed), s.clip_max_norm,
+                s.grad_scaler.init_scale, s.grad_scaler.growth_factor,
+                s.grad_scaler.backoff_factor, static_cast<long long>(s.grad_scaler.growth_interval),
+                s.grad_scaler.enabled ? 1 : 0, static_cast<long long>(s.stats_frames),
+                static_cast<int>(s.lr_schedule), static_cast<long long>(lr.step_size.value_or(-1)),
+                lr.gamma.value_or(-1.0), static_cast<long long>(lr.t_max.value_or(-1)),
+                lr.eta_min.value_or(-1.0), static_cast<long long>(s.accumulate), s.ema_decay,
+                static_cast<long long>(settings.label_steps), label_fit_force_error,
+                static_cast<long long>(settings.save_every), settings.save_path.empty() ? 0 : 1);
+  std::string text = numbers;
+  for (const std::string& path : settings.warm_start_paths) text += "\n" + path;
+  uint64_t hash = 1469598103934665603ULL;  // FNV-1a
+  for (const unsigned char c : text) hash = (hash ^ c) * 1099511628211ULL;
+  return hash;
+}
+
 }  // namespace
 
 OnTheFlyTrainer::OnTheFlyTrainer(std::shared_ptr<Potential> potential,
@@ -154,6 +187,26 @@ OnTheFlyTrainer::OnTheFlyTrainer(std::shared_ptr<Potential> potential,
     } catch (const std::invalid_argument& e) {
       throw TrainingError(e.what());
     }
+  }
+  if (walkers_.shared()) {
+    const DriveCriterion* criterion = policy_.criterion();
+    // A closed-form fit has no label fit: there the accuracy may differ per walker.
+    const double label_fit = criterion != nullptr && !session_->fits_in_closed_form()
+                                 ? criterion->label_fit_force_error()
+                                 : 0.0;
+    const bool same_settings = walkers_.same_everywhere(shared_settings_hash(settings_, label_fit));
+    const bool same_model = walkers_.same_everywhere(session_->weights_hash());
+    if (!same_settings)
+      throw TrainingError(
+          "the walkers train one model, so its training keywords must be the same in every "
+          "partition: precision, optimizer, lr, lr_schedule, batch, steps_per_frame, buffer, "
+          "validation, seed, clip, loss weights, grad_scaler, stats_frames, accumulate, ema, "
+          "label_steps, the accuracy's force target (for the label fit), warm_start, save and "
+          "save_every differ between partitions");
+    if (!same_model)
+      throw TrainingError("the walkers train one model, but the model pair_style otf made "
+                          "differs between partitions: give every partition the same spec or "
+                          "model file");
   }
   if (!settings_.journal_path.empty())
     agreed("cannot open the label journal", [&] {
@@ -520,11 +573,20 @@ bool OnTheFlyTrainer::learn_walker_round(int64_t step, const LabelledFrame* labe
     agreed("learning the walkers' labels of step " + std::to_string(step), [&] {
       snapshot_step_weights(step);
       const bool statistics_were_ready = session_->statistics_ready();
-      for (int64_t k = 0; k < round.frame_count; ++k)
-        add_whole_frame(*session_, rank_ == 0 ? &round.frames[static_cast<std::size_t>(k)] : nullptr,
-                        world_);
+      std::vector<std::unique_ptr<WholeFramePart>> parts;
+      for (int64_t k = 0; k < round.frame_count; ++k) {
+        parts.push_back(std::make_unique<WholeFramePart>(
+            *session_, rank_ == 0 ? &round.frames[static_cast<std::size_t>(k)] : nullptr,
+            world_));
+        session_->add_frame(parts.back()->part());
+      }
       if (!statistics_were_ready && session_->statistics_ready()) log_statistics_frozen(step);
       session_->train();
+      // As after a walker's own label without walkers: the label fit, here of every label of the
+      // round in walker order, the same on every walker.
+      const DriveCriterion* criterion = policy_.criterion();
+      if (criterion && criterion->label_fit_force_error() > 0.0)
+        for (const auto& part : parts) train_on_label(part->part());
       session_->validate();
     });
   }

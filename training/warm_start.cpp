@@ -17,10 +17,8 @@
 
 namespace otf {
 
-void add_whole_frame(TrainingSession& session, const LabelledFrame* whole, MPI_Comm world) {
-  FramePart part;
-  std::unique_ptr<PeriodicSystem> system;
-  std::vector<int> owners;
+WholeFramePart::WholeFramePart(const TrainingSession& session, const LabelledFrame* whole,
+                               MPI_Comm world) {
   if (whole != nullptr) {
     const LabelledFrame& frame = *whole;
     const ModelSpec& spec = session.potential()->spec();
@@ -32,26 +30,32 @@ void add_whole_frame(TrainingSession& session, const LabelledFrame* whole, MPI_C
     configuration.positions = frame.positions;
     for (const std::string& symbol : frame.symbols)
       configuration.species.push_back(static_cast<int>(spec.species_index(symbol)));
-    system = std::make_unique<PeriodicSystem>(configuration, spec.cutoff);
-    part.system = system->view();
-    owners = owner_centres(part.system, system->owner());
-    part.owned_forces = frame.forces.data();
-    part.owner_centre = owners.data();
-    part.energy = frame.energy;
-    part.virial = frame.virial;
+    system_ = std::make_unique<PeriodicSystem>(configuration, spec.cutoff);
+    part_.system = system_->view();
+    owners_ = owner_centres(part_.system, system_->owner());
+    part_.owned_forces = frame.forces.data();
+    part_.owner_centre = owners_.data();
+    part_.energy = frame.energy;
+    part_.virial = frame.virial;
     const auto& c = configuration.cell;
-    part.volume = std::abs(c[0][0] * (c[1][1] * c[2][2] - c[1][2] * c[2][1]) -
-                           c[0][1] * (c[1][0] * c[2][2] - c[1][2] * c[2][0]) +
-                           c[0][2] * (c[1][0] * c[2][1] - c[1][1] * c[2][0]));
-    part.atoms_in_frame = frame.num_atoms();
+    part_.volume = std::abs(c[0][0] * (c[1][1] * c[2][2] - c[1][2] * c[2][1]) -
+                            c[0][1] * (c[1][0] * c[2][2] - c[1][2] * c[2][0]) +
+                            c[0][2] * (c[1][0] * c[2][1] - c[1][1] * c[2][0]));
+    part_.atoms_in_frame = frame.num_atoms();
   }
-  MPI_Bcast(&part.energy, 1, MPI_DOUBLE, 0, world);
-  MPI_Bcast(part.virial.data(), 6, MPI_DOUBLE, 0, world);
-  MPI_Bcast(&part.volume, 1, MPI_DOUBLE, 0, world);
-  long long atoms = part.atoms_in_frame;
+  MPI_Bcast(&part_.energy, 1, MPI_DOUBLE, 0, world);
+  MPI_Bcast(part_.virial.data(), 6, MPI_DOUBLE, 0, world);
+  MPI_Bcast(&part_.volume, 1, MPI_DOUBLE, 0, world);
+  long long atoms = part_.atoms_in_frame;
   MPI_Bcast(&atoms, 1, MPI_LONG_LONG, 0, world);
-  part.atoms_in_frame = atoms;
-  session.add_frame(part);
+  part_.atoms_in_frame = atoms;
+}
+
+WholeFramePart::~WholeFramePart() = default;
+
+void add_whole_frame(TrainingSession& session, const LabelledFrame* whole, MPI_Comm world) {
+  const WholeFramePart frame(session, whole, world);
+  session.add_frame(frame.part());
 }
 
 void learn_whole_frame(TrainingSession& session, const LabelledFrame* whole, MPI_Comm world) {

@@ -6,11 +6,15 @@
 
 #include <mpi.h>
 
+#include <memory>
 #include <string>
 #include <vector>
 
+#include "frame_part.h"
+
 namespace otf {
 
+class PeriodicSystem;
 class TrainingSession;
 struct LabelledFrame;
 
@@ -31,6 +35,24 @@ struct WarmStartSummary {
 // every rank.
 WarmStartSummary warm_start(TrainingSession& session, const std::vector<std::string>& paths,
                             const std::string& unit_style, MPI_Comm world);
+
+// A labelled frame held whole by rank 0 (`whole`; null on the other ranks, which hold empty parts
+// of it), as this rank's FramePart. Collective (the frame's energy, virial, volume and atom count
+// reach every rank). The part points into `whole` and into this object: both must outlive it.
+class WholeFramePart {
+ public:
+  WholeFramePart(const TrainingSession& session, const LabelledFrame* whole, MPI_Comm world);
+  ~WholeFramePart();
+  WholeFramePart(const WholeFramePart&) = delete;
+  WholeFramePart& operator=(const WholeFramePart&) = delete;
+
+  const FramePart& part() const { return part_; }
+
+ private:
+  std::unique_ptr<PeriodicSystem> system_;
+  std::vector<int> owners_;
+  FramePart part_;
+};
 
 // Collective: adds one labelled frame, held whole by rank 0 (`whole`; null on the other ranks,
 // which hold empty parts of it), to the replay buffer, without training. Throws std::exception.

@@ -8,7 +8,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")"
 source ../lammps-potentials.sh
 export OMP_NUM_THREADS=1 OMPI_MCA_mpi_yield_when_idle=1
 launcher=(${MPIRUN:-mpirun} -np 4)
-[[ $(id -u) -eq 0 ]] && launcher+=(--allow-run-as-root)
-(( $(nproc) < 4 )) && launcher+=(--oversubscribe)
+if [[ $(id -u) -eq 0 ]]; then launcher+=(--allow-run-as-root); fi
+if (( $(nproc) < 4 )); then launcher+=(--oversubscribe); fi
+# Journals and learning logs are appended to (a crash loses nothing): start this run's afresh.
+rm -f labels.walker*.extxyz learning.walker*.csv
 "${launcher[@]}" "${LMP:-lmp}" -partition 4x1 -in in.si-walkers -log log.lammps "$@"
-python3 walkers_report.py --max-calls 20 | tee report.txt
+python3 walkers_report.py | tee report.txt

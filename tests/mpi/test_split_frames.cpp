@@ -20,21 +20,10 @@
 #include "mpi_communicator.h"
 #include "potential_training.h"
 #include "training_session.h"
+#include "world_ranks.h"
 
 namespace otf::testing {
 namespace {
-
-int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
-int world_size() {
-  int size = 1;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return size;
-}
 
 // One rank's part of a periodic frame, laid out as an MD code with domain decomposition hands it
 // over: the rank's owned atoms first (whole-frame atoms i with i % ranks == rank), then every

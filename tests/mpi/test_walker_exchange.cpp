@@ -13,24 +13,15 @@
 #include "ipi_server.h"
 #include "labelled_frame_samples.h"
 #include "walker_exchange.h"
+#include "world_ranks.h"
 
 namespace otf {
 namespace {
 
 using testing::expect_same_frame;
 using testing::sample_frame;
-
-int world_rank() {
-  int rank = 0;
-  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-  return rank;
-}
-
-int world_size() {
-  int size = 0;
-  MPI_Comm_size(MPI_COMM_WORLD, &size);
-  return size;
-}
+using testing::world_rank;
+using testing::world_size;
 
 // Walker w holds ranks [w*K, (w+1)*K), the way -partition MxK numbers them; the last walker takes
 // what is left over. Owns its communicators.
