@@ -57,6 +57,11 @@ ErrorCalibration::ErrorCalibration(int64_t window_labels, bool spread_is_error_e
 void ErrorCalibration::add(LabelErrorSample sample) {
   if (sample.force_spread.size() != sample.force_error.size())
     throw std::invalid_argument("a calibration sample needs one force error per spread");
+  // A model that had learned fewer than half the labels this one has is another model: its
+  // errors say little about this one's (a prediction from two labels can be 25x over-confident,
+  // one from thirty 1.4x, examples/si-walkers).
+  while (!samples_.empty() && 2 * samples_.front().model_labels < sample.model_labels)
+    samples_.pop_front();
   samples_.push_back(std::move(sample));
   while (static_cast<int64_t>(samples_.size()) > window_labels_) samples_.pop_front();
 }
@@ -160,6 +165,29 @@ void ErrorCalibration::decode(const std::string& bytes) {
   samples_ = std::move(samples);
   bound_level_ = level;
   while (static_cast<int64_t>(samples_.size()) > window_labels_) samples_.pop_front();
+}
+
+std::string ErrorCalibration::encode_model_labels() const {
+  std::string bytes;
+  for (const LabelErrorSample& s : samples_) put(bytes, &s.model_labels, sizeof(s.model_labels));
+  return bytes;
+}
+
+void ErrorCalibration::decode_model_labels(const std::string& bytes) {
+  if (bytes.empty()) {
+    for (LabelErrorSample& s : samples_) s.model_labels = 0;
+    return;
+  }
+  if (bytes.size() != samples_.size() * sizeof(int64_t))
+    throw std::runtime_error("the error calibration's saved label counts do not match its samples");
+  std::size_t at = 0;
+  std::vector<int64_t> labels;
+  for (std::size_t k = 0; k < samples_.size(); ++k) {
+    labels.push_back(take<int64_t>(bytes, at));
+    if (labels.back() < 0)
+      throw std::runtime_error("the error calibration's saved label counts are damaged");
+  }
+  for (std::size_t k = 0; k < samples_.size(); ++k) samples_[k].model_labels = labels[k];
 }
 
 double spearman_rank_correlation(const std::vector<double>& a, const std::vector<double>& b) {

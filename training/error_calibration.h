@@ -25,12 +25,15 @@ struct LabelErrorSample {
   // error of it, each divided by the atoms of the frame.
   double energy_spread = 0.0;
   double energy_error = 0.0;
+  // How many labels the model that made the prediction had learned.
+  int64_t model_labels = 0;
 };
 
 class ErrorCalibration {
  public:
   // The calibration uses the last window_labels samples (the relation between spread and error
-  // changes as the model learns).
+  // changes as the model learns), and of those only the ones predicted by a model that had
+  // learned at least half the labels the newest sample's model had.
   // spread_is_error_estimate: the spread is already an error estimate in force units (a Bayesian
   // model's posterior predictive spread, bayesian_linear_potential.h); the calibration then only
   // corrects over-confidence: the scales are never below 1 (a sample from a model that knew
@@ -73,6 +76,12 @@ class ErrorCalibration {
   std::string encode() const;
   // Throws std::runtime_error for damaged bytes.
   void decode(const std::string& bytes);
+  // The samples' model_labels, kept apart in a restart file (added after the samples were).
+  // decode_model_labels after decode; empty bytes (an older file): 0 for every sample, so the
+  // next sample's model counts as newer. Throws std::runtime_error for a count that does not
+  // match the samples'.
+  std::string encode_model_labels() const;
+  void decode_model_labels(const std::string& bytes);
 
  private:
   double floored(double scale) const { return spread_is_error_estimate_ ? std::max(scale, 1.0) : scale; }

@@ -830,6 +830,7 @@ void OnTheFlyTrainer::measure_uncertainty(const FramePart& frame, MdFrameSource&
 void OnTheFlyTrainer::record_calibration_sample(MdFrameSource& md, const ReferenceLabel& label) {
   const ReferenceConfiguration configuration = md.reference_configuration();
   LabelErrorSample sample;
+  sample.model_labels = counters_.learned_labels;
   agreed("comparing the label with the model's prediction", [&] {
     const auto owned = static_cast<std::size_t>(configuration.num_local);
     if (label.owned_forces.size() != 3 * owned || predicted_forces_.size() != 3 * owned ||
@@ -979,6 +980,7 @@ std::string OnTheFlyTrainer::save_restart(int64_t step) {
     restart.counters.journal_bytes = -1;  // no replay from this file; the journal keeps its labels
   }
   restart.calibration = calibration_.encode();
+  restart.calibration_labels = calibration_.encode_model_labels();
   return encode_restart(restart);
 }
 
@@ -1004,7 +1006,10 @@ std::string OnTheFlyTrainer::load_restart(const TrainerRestart& restart) {
   }
   if (!restart.calibration.empty())
     agreed("cannot restore the error calibration from the restart file",
-           [&] { calibration_.decode(restart.calibration); });
+           [&] {
+             calibration_.decode(restart.calibration);
+             calibration_.decode_model_labels(restart.calibration_labels);
+           });
   // Written before the fix's first run: counters only.
   if (restart.session.empty()) return "fix state restored from the restart file (no training yet)";
   restored_ = true;

@@ -25,6 +25,7 @@ constexpr int kWithOutlierGuard = 3;    // the outlier guard's counters
 constexpr int kWithJournalOffset = 4;   // the label journal's size (resuming after a kill)
 constexpr int kWithCheckNextStep = 5;   // the policy's check of the next step (issue 39)
 constexpr int kWithEnergyGuard = 6;     // the learned energies' range (the energy guard)
+constexpr int kWithCalibrationLabels = 7;  // the labels each calibration sample's model had
 
 // Every rank's replay buffer part: a count, then one byte string per rank.
 archive::Field<TrainerRestart> rank_buffers_field() {
@@ -100,6 +101,9 @@ const std::vector<archive::Field<TrainerRestart>>& restart_fields() {
       counter_field("journal_bytes", &C::journal_bytes, kWithJournalOffset),
       archive::field<TrainerRestart>(
           "calibration", [](auto& r) -> auto& { return r.calibration; }, kWithCalibration),
+      archive::field<TrainerRestart>(
+          "calibration_labels", [](auto& r) -> auto& { return r.calibration_labels; },
+          kWithCalibrationLabels),
       archive::field<TrainerRestart>("session", [](auto& r) -> auto& { return r.session; }),
       rank_buffers_field(),
   };

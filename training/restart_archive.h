@@ -57,6 +57,7 @@ struct TrainerRestart {
   std::string session;                    // TrainingSession::save_state(); empty: none yet
   std::vector<std::string> rank_buffers;  // ReplayBuffer state of every rank that wrote it
   std::string calibration;                // ErrorCalibration::encode(); empty: none
+  std::string calibration_labels;         // ErrorCalibration::encode_model_labels()
 };
 
 // A restart file's fix otf/train data that this build cannot use; the message says why and what

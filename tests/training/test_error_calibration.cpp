@@ -99,6 +99,28 @@ TEST(ErrorCalibration, OnlyTheWindowCounts) {
   EXPECT_THROW(calibration.add(sample({1.0, 2.0}, {1.0})), std::invalid_argument);
 }
 
+// The calibration describes the model as it is: a sample predicted by a model with fewer than half
+// the labels of the newest sample's model is dropped (a two-label model's 10x over-confidence must
+// not inflate a twenty-label model's predicted errors).
+TEST(ErrorCalibration, SamplesOfAModelWithUnderHalfTheLabelsAreDropped) {
+  ErrorCalibration calibration(40);
+  LabelErrorSample early = sample({1.0}, {10.0});
+  early.model_labels = 2;
+  calibration.add(early);
+  for (int64_t labels = 3; labels <= 4; ++labels) {
+    LabelErrorSample later = sample({1.0}, {1.0});
+    later.model_labels = labels;
+    calibration.add(later);
+  }
+  EXPECT_EQ(calibration.samples(), 3) << "4 labels is not more than twice 2";
+  EXPECT_NEAR(calibration.force_scale(), std::sqrt(102.0 / 3.0), 1e-12);
+  LabelErrorSample newest = sample({1.0}, {1.0});
+  newest.model_labels = 5;
+  calibration.add(newest);
+  EXPECT_EQ(calibration.samples(), 3);
+  EXPECT_NEAR(calibration.force_scale(), 1.0, 1e-12);
+}
+
 TEST(ErrorCalibration, EncodesAndDecodesExactly) {
   ErrorCalibration calibration(5);
   calibration.add(sample({0.1, 0.25, 0.3}, {0.05, 0.5, 0.31}, 1e-3, 2e-3));
@@ -115,6 +137,33 @@ TEST(ErrorCalibration, EncodesAndDecodesExactly) {
   EXPECT_THROW(restored.decode(bytes.substr(0, bytes.size() - 3)), std::runtime_error);
   EXPECT_THROW(restored.decode(bytes + "x"), std::runtime_error);
   EXPECT_EQ(restored.samples(), 2) << "a failed decode leaves the calibration as it was";
+}
+
+TEST(ErrorCalibration, TheSamplesModelLabelsAreRestored) {
+  ErrorCalibration calibration(5);
+  for (int64_t labels : {6, 9}) {
+    LabelErrorSample s = sample({1.0}, {3.0});
+    s.model_labels = labels;
+    calibration.add(s);
+  }
+  ErrorCalibration restored(5);
+  restored.decode(calibration.encode());
+  restored.decode_model_labels(calibration.encode_model_labels());
+  EXPECT_EQ(restored.encode_model_labels(), calibration.encode_model_labels());
+  // Restored: a sample of a 13-label model drops the 6-label one, as it would have without the
+  // restart.
+  LabelErrorSample next = sample({1.0}, {1.0});
+  next.model_labels = 13;
+  restored.add(next);
+  calibration.add(next);
+  EXPECT_EQ(restored.samples(), 2);
+  EXPECT_EQ(restored.force_scale(), calibration.force_scale());
+  // A file from before the counts were kept: every sample counts as of a model with 0 labels.
+  ErrorCalibration old(5);
+  old.decode(calibration.encode());
+  old.decode_model_labels("");
+  EXPECT_EQ(old.samples(), 2);
+  EXPECT_THROW(old.decode_model_labels(std::string(3, 'x')), std::runtime_error);
 }
 
 TEST(SpearmanRankCorrelation, RanksWithTiesAndDegenerateSeries) {

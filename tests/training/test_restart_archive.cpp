@@ -44,6 +44,7 @@ TrainerRestart sample_restart() {
   restart.counters.refused_labels_in_row = 2;
   restart.counters.lowest_learned_energy_per_atom = -4.5;
   restart.counters.highest_learned_energy_per_atom = -4.25;
+  restart.calibration_labels = std::string("\x07\0\0\0\0\0\0\0", 8);
   restart.session = std::string("\0binary\xff session", 16);
   restart.rank_buffers = {std::string("rank 0 \0 part", 13), std::string()};
   return restart;
@@ -78,6 +79,7 @@ TEST(RestartArchive, RoundTripKeepsEveryField) {
   EXPECT_EQ(back.counters.learned_labels, 41);
   EXPECT_EQ(back.counters.largest_learned_force, 7.25);
   EXPECT_EQ(back.counters.refused_labels_in_row, 2);
+  EXPECT_EQ(back.calibration_labels, std::string("\x07\0\0\0\0\0\0\0", 8));
   EXPECT_EQ(back.counters.lowest_learned_energy_per_atom, -4.5);
   EXPECT_EQ(back.counters.highest_learned_energy_per_atom, -4.25);
   EXPECT_EQ(back.session, restart.session);
@@ -141,6 +143,7 @@ TEST(RestartArchive, FilesWrittenBeforeLaterFieldsStillRead) {
   EXPECT_GT(back.counters.lowest_learned_energy_per_atom,
             back.counters.highest_learned_energy_per_atom);
   EXPECT_TRUE(back.calibration.empty());
+  EXPECT_TRUE(back.calibration_labels.empty());
 }
 
 TEST(RestartArchive, FormatsOfOtfTorch01AreRefusedWithWhatToDo) {
