@@ -107,6 +107,13 @@ StepPlan OnTheFlyPolicy::plan_step(int64_t step) {
   return plan;
 }
 
+int64_t OnTheFlyPolicy::earliest_label_step_after(int64_t step) const {
+  const auto next_on_schedule = [step](int64_t every) { return (step / every + 1) * every; };
+  if (state_.reference_drives) return step + 1;
+  if (criterion_) return state_.check_next_step ? step + 1 : next_on_schedule(*settings_.check_every);
+  return next_on_schedule(settings_.label_every);
+}
+
 LabelDecision OnTheFlyPolicy::after_label(const LabelAssessment& assessment) {
   if (!criterion_) return LabelDecision::None;
   const LabelDecision decision = criterion_->judge_label(assessment, state_.reference_drives);

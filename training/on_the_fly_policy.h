@@ -118,6 +118,11 @@ class OnTheFlyPolicy {
   bool reference_drives() const { return state_.reference_drives; }
   const PolicySettings& settings() const { return settings_; }
   const PolicyState& state() const { return state_; }
+  // The earliest step after `step` that plan_step may label or check, as the state is now: the
+  // next step while the reference drives (every step asks it for forces) or while an unsure model
+  // is watched, else the next step on the check (or label) schedule. Walkers skip their rounds on
+  // the steps before it (walker_exchange.h).
+  int64_t earliest_label_step_after(int64_t step) const;
   // Restores a saved state. Who drives is taken from it only under drive auto: a fixed mode
   // given again keeps its own choice.
   void restore(const PolicyState& state);

@@ -294,8 +294,9 @@ void OnTheFlyTrainer::on_step(int64_t step, MdFrameSource& md) {
     }
   }
   // Walkers finish each step together: a walker done with it learns the others' labels until
-  // every walker is done (walker_exchange.h).
-  if (walkers_.shared())
+  // every walker is done (walker_exchange.h); on steps before the earliest at which some walker
+  // may label (agreed at the last step end), no walker brings one and none waits for the others.
+  if (walkers_.shared() && step >= next_walker_round_step_)
     while (!learn_walker_round(step, nullptr, true)) {
     }
   if (settings_.save_every > 0 && step % settings_.save_every == 0 &&
@@ -542,9 +543,13 @@ LabelledFrame OnTheFlyTrainer::whole_label(int64_t step,
 bool OnTheFlyTrainer::learn_walker_round(int64_t step, const LabelledFrame* label,
                                          bool at_step_end) {
   WalkerRound round;
-  agreed("sharing labels between walkers on step " + std::to_string(step),
-         [&] { round = walkers_.round(label, at_step_end, stop_reason_); });
+  // A journal being replayed may bring a label on any step.
+  const int64_t next_label_step = replay_ ? step + 1 : policy_.earliest_label_step_after(step);
+  agreed("sharing labels between walkers on step " + std::to_string(step), [&] {
+    round = walkers_.round(label, at_step_end, stop_reason_, next_label_step);
+  });
   if (!round.stop_reason.empty() && stop_reason_.empty()) stop_reason_ = round.stop_reason;
+  if (round.all_at_step_end) next_walker_round_step_ = round.next_round_step;
   if (round.frame_count == 0) return round.all_at_step_end;
   // The guards count the other walkers' labels as learned too (this walker's own were counted
   // when judged).

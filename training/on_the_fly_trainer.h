@@ -246,6 +246,8 @@ class OnTheFlyTrainer {
   // The step whose MD forces the snapshot's weights gave (the first training of that step, a
   // label of this walker or of another); a restart file written on it keeps them.
   int64_t weights_snapshot_step_ = -1;
+  // Walkers: the step before which no walker brings a label (WalkerRound::next_round_step).
+  int64_t next_walker_round_step_ = 0;
   bool prediction_from_trained_model_ = false;
   std::vector<double> predicted_spread_, predicted_forces_;
   CommitteeSpread predicted_summary_;

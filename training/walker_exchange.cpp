@@ -67,7 +67,7 @@ WalkerExchange::WalkerExchange(const WalkerLayout& layout, MPI_Comm world) :
 }
 
 WalkerRound WalkerExchange::round(const LabelledFrame* label, bool at_step_end,
-                                  const std::string& stop_reason) {
+                                  const std::string& stop_reason, int64_t next_label_step) {
   WalkerRound result;
   if (!shared()) {
     if (label != nullptr && rank_ == 0) {
@@ -78,9 +78,11 @@ WalkerRound WalkerExchange::round(const LabelledFrame* label, bool at_step_end,
     MPI_Bcast(&result.frame_count, 1, MPI_INT64_T, 0, world_);
     result.all_at_step_end = at_step_end;
     result.stop_reason = at_step_end ? stop_reason : std::string();
+    result.next_round_step = at_step_end ? next_label_step : 0;
     return result;
   }
-  long long summary[2] = {0, 0};  // frames (-1: failed, `stop` says why), walkers at the step end
+  // Frames (-1: failed, `stop` says why), walkers at the step end, the earliest next label step.
+  long long summary[3] = {0, 0, 0};
   std::string stop;
   if (rank_ == 0) try {
     const int walkers = layout_.walkers;
@@ -93,6 +95,9 @@ WalkerRound WalkerExchange::round(const LabelledFrame* label, bool at_step_end,
     int at_end = at_step_end ? 1 : 0;
     MPI_Allreduce(MPI_IN_PLACE, &at_end, 1, MPI_INT, MPI_SUM, layout_.roots);
     summary[1] = at_end;
+    long long next = at_step_end ? next_label_step : 0;
+    MPI_Allreduce(MPI_IN_PLACE, &next, 1, MPI_LONG_LONG, MPI_MIN, layout_.roots);
+    summary[2] = next;
     for (int w = 0; w < walkers; ++w) {
       const std::string& frame_text = texts[static_cast<std::size_t>(w)];
       if (!frame_text.empty()) {
@@ -111,12 +116,13 @@ WalkerRound WalkerExchange::round(const LabelledFrame* label, bool at_step_end,
     summary[0] = -1;
     stop = e.what();
   }
-  MPI_Bcast(summary, 2, MPI_LONG_LONG, 0, world_);
+  MPI_Bcast(summary, 3, MPI_LONG_LONG, 0, world_);
   broadcast_bytes(stop, 0, world_);
   if (summary[0] < 0) throw std::runtime_error("sharing labels between walkers: " + stop);
   result.frame_count = summary[0];
   result.all_at_step_end = summary[1] == layout_.walkers;
   result.stop_reason = result.all_at_step_end ? stop : std::string();
+  result.next_round_step = result.all_at_step_end ? summary[2] : 0;
   return result;
 }
 

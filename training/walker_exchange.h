@@ -36,6 +36,9 @@ struct WalkerRound {
   bool all_at_step_end = false;
   // A walker asked the run to stop (the reference-call budget): all walkers stop together.
   std::string stop_reason;
+  // When every walker is at the step end: the earliest step at which some walker may bring a
+  // label (the least of their next_label_step); no walker needs a round before it.
+  int64_t next_round_step = 0;
 };
 
 // The path of a file written by each walker (label journal, learning log): the walker's number
@@ -54,8 +57,10 @@ class WalkerExchange {
   // Collective over every rank of every walker. `label`: this walker's new label, whole, on world
   // rank 0 (null elsewhere, or when it has none). at_step_end: this walker has finished its step
   // and only follows others' rounds. stop_reason: why this walker wants the run to stop (empty:
-  // it does not; read at the step end only).
-  WalkerRound round(const LabelledFrame* label, bool at_step_end, const std::string& stop_reason);
+  // it does not; read at the step end only). next_label_step: at the step end, the earliest step
+  // at which this walker may bring a label (0: any).
+  WalkerRound round(const LabelledFrame* label, bool at_step_end, const std::string& stop_reason,
+                    int64_t next_label_step = 0);
 
   // Collective over every rank of every walker: whether `value` (a weights hash) is the same on
   // every rank of every walker.

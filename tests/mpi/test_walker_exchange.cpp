@@ -120,11 +120,13 @@ void check_rounds(int ranks_per_walker) {
   } else {
     EXPECT_TRUE(round.frames.empty());
   }
-  // Round 2: every walker at the step end; walker 1 wants the run to stop.
+  // Round 2: every walker at the step end; walker 1 wants the run to stop; the next label steps
+  // are 30 + walker, so no walker needs a round before step 30.
   const std::string reason = walkers.layout.walker == 1 ? "the budget is spent" : "";
-  const WalkerRound last = exchange.round(nullptr, true, reason);
+  const WalkerRound last = exchange.round(nullptr, true, reason, 30 + walkers.layout.walker);
   EXPECT_EQ(last.frame_count, 0);
   EXPECT_TRUE(last.all_at_step_end);
+  EXPECT_EQ(last.next_round_step, 30);
   EXPECT_EQ(last.stop_reason, "walker 1: the budget is spent");
   // Replica hashes: equal everywhere, then one rank of the last walker differs.
   EXPECT_TRUE(exchange.same_everywhere(0x1234u));

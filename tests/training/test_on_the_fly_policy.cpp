@@ -285,6 +285,47 @@ TEST(OnTheFlyPolicy, AnUnsureModelIsWatchedEveryStepAndLabelledWhenItGetsWorse) 
   EXPECT_EQ(policy.state().model_phase_labels, 3);
 }
 
+// Walkers skip their rounds before earliest_label_step_after: no step before it may label or
+// check, whoever drives, and it is not later than the next one that does.
+TEST(OnTheFlyPolicy, NoStepBeforeTheEarliestLabelStepLabelsOrChecks) {
+  OnTheFlyPolicy policy(accuracy_settings());
+  int64_t earliest = 0;
+  int64_t first_planned_after = -1;
+  for (int64_t step = 0; step <= 40; ++step) {
+    const StepPlan plan = policy.plan_step(step);
+    const bool planned = plan.label || plan.check;
+    if (step < earliest) {
+      EXPECT_FALSE(planned) << "step " << step << " before " << earliest;
+    }
+    if (planned && first_planned_after < 0) first_planned_after = step;
+    if (plan.label && step == 0) policy.after_label(assessed(0.02, 0.0005, 3));  // model drives
+    // Unsure at step 10 (watched every step), sure again at 13.
+    if (plan.check) policy.after_check(step, predicted(step >= 10 && step < 13 ? 0.08 : 0.01, 0.0));
+    earliest = policy.earliest_label_step_after(step);
+    if (step == 0) {
+      EXPECT_EQ(earliest, 10) << "the model drives: the next scheduled check";
+    }
+    if (step == 10 || step == 11) {
+      EXPECT_EQ(earliest, step + 1) << "watched";
+    }
+    if (step == 13) {
+      EXPECT_EQ(earliest, 20) << "back to the schedule";
+    }
+  }
+  // While the reference drives, every step asks it for forces.
+  OnTheFlyPolicy reference_phase(accuracy_settings());
+  reference_phase.plan_step(0);
+  EXPECT_EQ(reference_phase.earliest_label_step_after(0), 1);
+  // A fixed mode labels on its schedule (label_every 5).
+  PolicySettings fixed;
+  fixed.mode = DriveMode::Model;
+  fixed.label_every = 5;
+  OnTheFlyPolicy model_mode(fixed);
+  model_mode.plan_step(3);
+  EXPECT_EQ(model_mode.earliest_label_step_after(3), 5);
+  EXPECT_EQ(model_mode.earliest_label_step_after(5), 10);
+}
+
 TEST(OnTheFlyPolicy, ARefusedLabelOfTheModelsConfigurationGivesTheMdBackToTheReference) {
   OnTheFlyPolicy policy(accuracy_settings());
   policy.plan_step(0);
