@@ -86,47 +86,102 @@ PartRows part_rows(BayesianLinearPotential& potential, const TrainingBatch& fram
   return rows;
 }
 
+// What the frames' rows depend on besides the frame: every buffer of the model but the fit's own
+// outputs (the descriptor statistics and the energy shifts), hashed (FNV-1a).
+uint64_t basis_fingerprint(BayesianLinearPotential& potential) {
+  uint64_t hash = 1469598103934665603ULL;
+  for (const auto& item : potential.named_buffers(/*recurse=*/true)) {
+    const std::string& name = item.key();
+    if (name == "fits" || name == "posterior_hyperparameters") continue;
+    for (const char c : name) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+    const torch::Tensor values = item.value().detach().cpu().contiguous();
+    const auto* bytes = static_cast<const unsigned char*>(values.data_ptr());
+    for (std::size_t k = 0; k < values.nbytes(); ++k) hash = (hash ^ bytes[k]) * 1099511628211ULL;
+  }
+  return hash;
+}
+
 }  // namespace
 
 NormalEquations bayesian_normal_equations(BayesianLinearPotential& potential,
                                           const std::vector<TrainingBatch>& frames,
-                                          const std::shared_ptr<Communicator>& communicator) {
+                                          const std::shared_ptr<Communicator>& communicator,
+                                          FrameRowsCache* cache) {
   const int64_t parameters = potential.num_weights();
   NormalEquations equations(parameters);
-  for (const TrainingBatch& frame : frames) {
+  FrameRowsCache scratch;
+  FrameRowsCache& kept = cache != nullptr ? *cache : scratch;
+  const uint64_t basis = basis_fingerprint(potential);
+  if (basis != kept.basis_) {
+    kept.rows_.clear();
+    kept.basis_ = basis;
+  }
+  // A frame's rows are computed collectively: every rank must find the same frames kept.
+  torch::Tensor found = torch::zeros({static_cast<int64_t>(frames.size())}, torch::kFloat64);
+  for (std::size_t k = 0; k < frames.size(); ++k)
+    found[static_cast<int64_t>(k)] =
+        kept.rows_.count(frames[k].at("forces").storage().unsafeGetStorageImpl()) > 0 ? 1.0 : 0.0;
+  if (communicator) {
+    torch::Tensor missing = 1.0 - found;
+    communicator->all_reduce_max({missing});
+    found = 1.0 - missing;
+  }
+  std::map<const void*, FrameRowsCache::FrameRows> used;
+  std::size_t kept_bytes = 0;
+  for (std::size_t k = 0; k < frames.size(); ++k) {
+    const TrainingBatch& frame = frames[k];
     if (frame.at("energy").size(0) != 1)
       throw std::invalid_argument("bayesian_normal_equations: one frame per batch expected");
-    const PartRows rows = part_rows(potential, frame);
-    // Forces: the rows of ghost atoms go to their owners; each owned atom's rows then count once.
-    const torch::Tensor owned = owned_forces(rows.force_rows, force_routing(frame), communicator);
-    const torch::Tensor mask = frame.at("force_mask");
-    const torch::Tensor x = owned.index({torch::indexing::Slice(), mask}).reshape({parameters, -1});
-    const torch::Tensor y = frame.at("forces").index({mask}).to(torch::kFloat64).reshape({-1});
-    // A perfect crystal's forces are rounding, and so are its force rows: fitted, they would
-    // set the noise and the prior by rounding, differently on every rank count.
-    torch::Tensor largest =
-        (y.numel() > 0 ? y.abs().max() : torch::zeros({}, torch::kFloat64)).reshape({1}).contiguous();
-    if (communicator) communicator->all_reduce_max({largest});
-    if (largest.item<double>() > kRoundingForce) {
-      equations.gram_force += x.mm(x.t());
-      equations.moment_force += x.mv(y);
-      equations.squares_force += y.dot(y).item<double>();
-      equations.count_force += static_cast<double>(y.numel());
+    const void* key = frame.at("forces").storage().unsafeGetStorageImpl();
+    FrameRowsCache::FrameRows rows;
+    if (found[static_cast<int64_t>(k)].item<double>() > 0.5) {
+      rows = kept.rows_.at(key);
+    } else {
+      const PartRows part = part_rows(potential, frame);
+      // Forces: the rows of ghost atoms go to their owners; each owned atom's rows then count
+      // once.
+      const torch::Tensor owned = owned_forces(part.force_rows, force_routing(frame), communicator);
+      const torch::Tensor mask = frame.at("force_mask");
+      rows.anchor = frame.at("forces");
+      rows.x = owned.index({torch::indexing::Slice(), mask}).reshape({parameters, -1});
+      rows.y = frame.at("forces").index({mask}).to(torch::kFloat64).reshape({-1});
+      // A perfect crystal's forces are rounding, and so are its force rows: fitted, they would
+      // set the noise and the prior by rounding, differently on every rank count.
+      torch::Tensor largest = (rows.y.numel() > 0 ? rows.y.abs().max()
+                                                  : torch::zeros({}, torch::kFloat64))
+                                  .reshape({1})
+                                  .contiguous();
+      if (communicator) communicator->all_reduce_max({largest});
+      rows.fits_forces = largest.item<double>() > kRoundingForce;
+      // The energy: the whole frame's row, summed over the ranks' counted centres first.
+      torch::Tensor energy = torch::cat(
+          {part.energy_row, torch::tensor({part.energy_shift}, torch::kFloat64)});
+      if (communicator) communicator->all_reduce_sum({energy});
+      const double atoms_in_frame = frame.at("atoms_per_frame").item<double>();
+      rows.energy_row = energy.narrow(0, 0, parameters) / atoms_in_frame;
+      rows.energy_target =
+          (frame.at("energy").item<double>() - energy[parameters].item<double>()) / atoms_in_frame;
     }
-    // The energy: the whole frame's row, summed over the ranks' counted centres first.
-    torch::Tensor energy = torch::cat(
-        {rows.energy_row, torch::tensor({rows.energy_shift}, torch::kFloat64)});
-    if (communicator) communicator->all_reduce_sum({energy});
-    const double atoms_in_frame = frame.at("atoms_per_frame").item<double>();
-    const torch::Tensor row = energy.narrow(0, 0, parameters) / atoms_in_frame;
-    const double target =
-        (frame.at("energy").item<double>() - energy[parameters].item<double>()) / atoms_in_frame;
+    if (rows.fits_forces) {
+      equations.gram_force += rows.x.mm(rows.x.t());
+      equations.moment_force += rows.x.mv(rows.y);
+      equations.squares_force += rows.y.dot(rows.y).item<double>();
+      equations.count_force += static_cast<double>(rows.y.numel());
+    }
     // Every rank holds the same energy sums; they are not reduced again below.
-    equations.gram_energy += torch::outer(row, row);
-    equations.moment_energy += row * target;
-    equations.squares_energy += target * target;
+    equations.gram_energy += torch::outer(rows.energy_row, rows.energy_row);
+    equations.moment_energy += rows.energy_row * rows.energy_target;
+    equations.squares_energy += rows.energy_target * rows.energy_target;
     equations.count_energy += 1.0;
+    // Up to the budget (a degree-2 basis of two elements has 4.7 MB of rows per 64-atom frame):
+    // the frames after it are computed again in each fit.
+    const std::size_t bytes = (rows.x.numel() + rows.y.numel()) * sizeof(double);
+    if (kept_bytes + bytes <= FrameRowsCache::kBudgetBytes) {
+      kept_bytes += bytes;
+      used[key] = std::move(rows);
+    }
   }
+  kept.rows_ = std::move(used);
   if (communicator) {
     torch::Tensor counts = torch::tensor({equations.squares_force, equations.count_force},
                                          torch::kFloat64);
@@ -140,8 +195,9 @@ NormalEquations bayesian_normal_equations(BayesianLinearPotential& potential,
 BayesianPosterior fit_bayesian_linear(BayesianLinearPotential& potential,
                                       const std::vector<TrainingBatch>& frames,
                                       const std::shared_ptr<Communicator>& communicator,
-                                      const EvidenceOptions& options) {
-  const NormalEquations equations = bayesian_normal_equations(potential, frames, communicator);
+                                      const EvidenceOptions& options, FrameRowsCache* cache) {
+  const NormalEquations equations =
+      bayesian_normal_equations(potential, frames, communicator, cache);
   const BayesianPosterior posterior =
       maximise_evidence(equations, potential.penalised_weights(), options);
   potential.set_posterior(posterior);

@@ -53,6 +53,8 @@ struct TrainingSession::Impl {
   std::vector<torch::Tensor> snapshot;
   std::shared_ptr<EmaHook> ema;                             // null without `ema`
   std::shared_ptr<GradientAccumulationHook> accumulation;   // null without `accumulate`
+  // A model fitted in closed form: each buffered frame's rows, kept between fits.
+  FrameRowsCache frame_rows;
 };
 
 namespace {
@@ -309,7 +311,7 @@ void TrainingSession::fit_in_closed_form()
   // criterion judges the model by its predictions before each label, not by held-back frames).
   std::vector<TrainingBatch> frames = s.buffer->training_frames();
   for (TrainingBatch &frame : s.buffer->validation_frames()) frames.push_back(std::move(frame));
-  fit_bayesian_linear(model, frames, s.communicator);
+  fit_bayesian_linear(model, frames, s.communicator, EvidenceOptions{}, &s.frame_rows);
   report_.optimizer_steps = model.fits();
   report_.consecutive_skipped_steps = 0;
   s.potential->training_metadata().optimizer_steps = model.fits();

@@ -129,6 +129,48 @@ TEST(BayesianLinearPotential, RecoversATeacherOfItsClassFromAFewFrames) {
   EXPECT_NEAR(actual.energy, expected.energy, 1e-4 * std::abs(expected.energy) + 1e-6);
 }
 
+// Rows kept between fits (FrameRowsCache): each refit after a new frame, or after a frame left the
+// buffer, or after the basis changed, gives the bits a fit from scratch gives.
+TEST(BayesianLinearPotential, KeptFrameRowsRefitToTheSameBits) {
+  const ModelSpec spec = bayesian_spec(1);
+  const std::vector<PeriodicConfiguration> training = configurations({3, 4, 5, 6});
+  auto teacher = teacher_model(spec, training);
+  auto kept_student = student_of(spec, training);
+  auto fresh_student = student_of(spec, training);
+  std::vector<TrainingBatch> all;
+  for (const PeriodicConfiguration& c : training) all.push_back(labelled_by(*teacher, c));
+  FrameRowsCache cache;
+  const auto expect_same = [&](const std::vector<TrainingBatch>& frames, std::size_t kept_after) {
+    const NormalEquations with = bayesian_normal_equations(*kept_student, frames, nullptr, &cache);
+    const NormalEquations without = bayesian_normal_equations(*fresh_student, frames, nullptr);
+    EXPECT_TRUE(torch::equal(with.gram_force, without.gram_force));
+    EXPECT_TRUE(torch::equal(with.moment_force, without.moment_force));
+    EXPECT_TRUE(torch::equal(with.gram_energy, without.gram_energy));
+    EXPECT_TRUE(torch::equal(with.moment_energy, without.moment_energy));
+    EXPECT_EQ(with.squares_force, without.squares_force);
+    EXPECT_EQ(with.count_force, without.count_force);
+    EXPECT_EQ(with.squares_energy, without.squares_energy);
+    EXPECT_EQ(cache.frames(), kept_after);
+  };
+  std::vector<TrainingBatch> frames;
+  for (std::size_t k = 0; k < all.size(); ++k) {
+    frames.push_back(all[k]);  // a new label: its rows are computed, the others' kept
+    expect_same(frames, k + 1);
+  }
+  frames.erase(frames.begin());  // the oldest frame left the buffer: its rows are dropped
+  expect_same(frames, all.size() - 1);
+  // Copies of a frame share its tensors, and so its kept rows.
+  std::vector<TrainingBatch> copies(frames.begin(), frames.end());
+  expect_same(copies, frames.size());
+  // Another basis (the energy shifts moved): nothing kept is used.
+  kept_student->energy_shifts().add_(0.5);  // the buffer itself
+  fresh_student->energy_shifts().add_(0.5);
+  expect_same(frames, frames.size());
+  const BayesianPosterior a = fit_bayesian_linear(*kept_student, frames, nullptr, {}, &cache);
+  const BayesianPosterior b = fit_bayesian_linear(*fresh_student, frames, nullptr);
+  EXPECT_TRUE(torch::equal(a.mean, b.mean));
+}
+
 TEST(BayesianLinearPotential, QuadraticBasisFitsItsTrainingFrames) {
   const ModelSpec spec = bayesian_spec(2);
   const std::vector<PeriodicConfiguration> training = configurations({3, 4, 5});
