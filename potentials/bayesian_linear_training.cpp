@@ -103,6 +103,11 @@ uint64_t basis_fingerprint(BayesianLinearPotential& potential) {
 
 }  // namespace
 
+FrameRowsCache::Key FrameRowsCache::key_of(const TrainingBatch& frame) {
+  const torch::Tensor& forces = frame.at("forces");
+  return {forces.storage().unsafeGetStorageImpl(), forces.storage_offset(), forces.numel()};
+}
+
 NormalEquations bayesian_normal_equations(BayesianLinearPotential& potential,
                                           const std::vector<TrainingBatch>& frames,
                                           const std::shared_ptr<Communicator>& communicator,
@@ -120,19 +125,19 @@ NormalEquations bayesian_normal_equations(BayesianLinearPotential& potential,
   torch::Tensor found = torch::zeros({static_cast<int64_t>(frames.size())}, torch::kFloat64);
   for (std::size_t k = 0; k < frames.size(); ++k)
     found[static_cast<int64_t>(k)] =
-        kept.rows_.count(frames[k].at("forces").storage().unsafeGetStorageImpl()) > 0 ? 1.0 : 0.0;
+        kept.rows_.count(FrameRowsCache::key_of(frames[k])) > 0 ? 1.0 : 0.0;
   if (communicator) {
     torch::Tensor missing = 1.0 - found;
     communicator->all_reduce_max({missing});
     found = 1.0 - missing;
   }
-  std::map<const void*, FrameRowsCache::FrameRows> used;
+  std::map<FrameRowsCache::Key, FrameRowsCache::FrameRows> used;
   std::size_t kept_bytes = 0;
   for (std::size_t k = 0; k < frames.size(); ++k) {
     const TrainingBatch& frame = frames[k];
     if (frame.at("energy").size(0) != 1)
       throw std::invalid_argument("bayesian_normal_equations: one frame per batch expected");
-    const void* key = frame.at("forces").storage().unsafeGetStorageImpl();
+    const FrameRowsCache::Key key = FrameRowsCache::key_of(frame);
     FrameRowsCache::FrameRows rows;
     if (found[static_cast<int64_t>(k)].item<double>() > 0.5) {
       rows = kept.rows_.at(key);

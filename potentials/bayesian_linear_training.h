@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include "bayesian_evidence.h"
@@ -47,7 +48,11 @@ class FrameRowsCache {
     torch::Tensor energy_row;   // [P], summed over the ranks, per atom
     double energy_target = 0.0;
   };
-  std::map<const void*, FrameRows> rows_;
+  // The frame's forces tensor: its storage, offset and size (frames that were views of one
+  // storage still differ).
+  using Key = std::tuple<const void*, int64_t, int64_t>;
+  static Key key_of(const TrainingBatch& frame);
+  std::map<Key, FrameRows> rows_;
   uint64_t basis_ = 0;
 };
 
