@@ -2,6 +2,7 @@
 
 #include <stdexcept>
 
+#include "fnv1a.h"
 #include "neighbor_graph.h"
 #include "potential_training.h"
 
@@ -89,14 +90,13 @@ PartRows part_rows(BayesianLinearPotential& potential, const TrainingBatch& fram
 // What the frames' rows depend on besides the frame: every buffer of the model but the fit's own
 // outputs (the descriptor statistics and the energy shifts), hashed (FNV-1a).
 uint64_t basis_fingerprint(BayesianLinearPotential& potential) {
-  uint64_t hash = 1469598103934665603ULL;
+  uint64_t hash = kFnv1aOffset;
   for (const auto& item : potential.named_buffers(/*recurse=*/true)) {
     const std::string& name = item.key();
     if (name == "fits" || name == "posterior_hyperparameters") continue;
-    for (const char c : name) hash = (hash ^ static_cast<unsigned char>(c)) * 1099511628211ULL;
+    hash = fnv1a64(name.data(), name.size(), hash);
     const torch::Tensor values = item.value().detach().cpu().contiguous();
-    const auto* bytes = static_cast<const unsigned char*>(values.data_ptr());
-    for (std::size_t k = 0; k < values.nbytes(); ++k) hash = (hash ^ bytes[k]) * 1099511628211ULL;
+    hash = fnv1a64(values.data_ptr(), values.nbytes(), hash);
   }
   return hash;
 }

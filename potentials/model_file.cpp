@@ -1,6 +1,7 @@
 // The model file format (model_file.h): preamble, JSON header, torch archive of every parameter and
 // buffer by its recursive name. Checks run cheapest and most telling first (magic, version,
 // lengths, checksum) so that a damaged or foreign file is named as such before anything is parsed.
+#include "fnv1a.h"
 #include "model_file.h"
 
 #include <torch/serialize.h>
@@ -27,14 +28,6 @@ constexpr size_t kMagicSize = sizeof(kMagic) - 1;  // 16, no terminator in the f
 constexpr size_t kPreambleSize = kMagicSize + 4 + 8 + 8 + 8;
 constexpr const char* kFormatName = "otf-torch-model";
 
-// FNV-1a, 64 bit (Fowler, Noll, Vo): detects damage, not tampering.
-uint64_t fnv1a64(const char* data, size_t size, uint64_t hash = 14695981039346656037ULL) {
-  for (size_t i = 0; i < size; ++i) {
-    hash ^= static_cast<unsigned char>(data[i]);
-    hash *= 1099511628211ULL;
-  }
-  return hash;
-}
 
 // Little-endian whatever the host is, so files move between machines.
 template <typename Unsigned>

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "fnv1a.h"
 #include "atomic_units.h"
 #include "frame_gather.h"
 #include "frame_intake.h"
@@ -152,9 +153,7 @@ uint64_t shared_settings_hash(const TrainerSettings& settings, double label_fit_
                 static_cast<long long>(settings.save_every), settings.save_path.empty() ? 0 : 1);
   std::string text = numbers;
   for (const std::string& path : settings.warm_start_paths) text += "\n" + path;
-  uint64_t hash = 1469598103934665603ULL;  // FNV-1a
-  for (const unsigned char c : text) hash = (hash ^ c) * 1099511628211ULL;
-  return hash;
+  return fnv1a64(text.data(), text.size());
 }
 
 }  // namespace

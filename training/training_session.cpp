@@ -1,3 +1,4 @@
+#include "fnv1a.h"
 #include "training_session.h"
 
 #include "bayesian_linear_training.h"
@@ -518,12 +519,7 @@ uint64_t TrainingSession::weights_hash() const
   uint64_t hash = 1469598103934665603ULL;
   auto add = [&hash](const torch::Tensor &tensor) {
     const torch::Tensor bytes = tensor.detach().contiguous();
-    const auto *data = static_cast<const unsigned char *>(bytes.data_ptr());
-    const size_t size = bytes.numel() * bytes.element_size();
-    for (size_t i = 0; i < size; ++i) {
-      hash ^= data[i];
-      hash *= 1099511628211ULL;
-    }
+    hash = fnv1a64(bytes.data_ptr(), bytes.numel() * bytes.element_size(), hash);
   };
   for (const torch::Tensor &tensor : model_state_tensors(*impl_->potential)) add(tensor);
   return hash;
