@@ -3,8 +3,11 @@
 // first n labelled frames of a training trajectory (one every 100 steps, as early labels of an
 // on-the-fly run would come), then held-out force RMSE per component, energy RMSE per atom, the
 // largest force error and the calibration of the predictive spread on each held-out set. The
-// descriptor is examples/si-sw/si-spec.json's. Usage: bench_bayesian_learner TRAINING.dump
-// HELDOUT.dump... (bench/bayesian_learner/run.sh).
+// descriptor is examples/si-sw/si-spec.json's unless options say otherwise.
+// Usage: bench_bayesian_learner [options] TRAINING.dump HELDOUT.dump... (bench/bayesian_learner/run.sh)
+//   --species N --cutoff R --radial N --angular N --order L   the descriptor (three_body_descriptor.h)
+//   --degrees 1,2      the bases to fit       --label-every S  a label every S steps (100)
+//   --counts 1,2,3,4,6,8   after which label counts to evaluate (the largest is the last label)
 #include <torch/torch.h>
 
 #include <algorithm>
@@ -76,48 +79,85 @@ double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
+std::vector<long> comma_list(const std::string& text) {
+  std::vector<long> values;
+  std::istringstream fields(text);
+  for (std::string field; std::getline(fields, field, ',');) values.push_back(std::stol(field));
+  return values;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
-  if (argc < 3) {
-    std::cerr << "usage: bench_bayesian_learner TRAINING.dump HELDOUT.dump...\n";
-    return 2;
-  }
-  torch::set_num_threads(1);
-  const auto training = read_dump(argv[1]);
-  std::vector<std::pair<std::string, std::vector<LabelledConfiguration>>> held_out;
-  for (int a = 2; a < argc; ++a) held_out.emplace_back(argv[a], read_dump(argv[a]));
-
   otf::ThreeBodyDescriptorOptions descriptor;  // examples/si-sw/si-spec.json
   descriptor.num_species = 1;
   descriptor.cutoff = 4.0;
   descriptor.radial_functions = 8;
   descriptor.angular_radial_functions = 4;
   descriptor.max_angular_order = 3;
+  std::vector<long> degrees{1, 2}, counts{1, 2, 3, 4, 6, 8};
+  long label_every = 100;
+  std::vector<std::string> files;
+  for (int a = 1; a < argc; ++a) {
+    const std::string option = argv[a];
+    if (option.rfind("--", 0) != 0) {
+      files.push_back(option);
+      continue;
+    }
+    if (a + 1 >= argc) {
+      std::cerr << "bench_bayesian_learner: " << option << " needs a value\n";
+      return 2;
+    }
+    const std::string value = argv[++a];
+    if (option == "--species") descriptor.num_species = std::stol(value);
+    else if (option == "--cutoff") descriptor.cutoff = std::stod(value);
+    else if (option == "--radial") descriptor.radial_functions = std::stol(value);
+    else if (option == "--angular") descriptor.angular_radial_functions = std::stol(value);
+    else if (option == "--order") descriptor.max_angular_order = std::stol(value);
+    else if (option == "--degrees") degrees = comma_list(value);
+    else if (option == "--counts") counts = comma_list(value);
+    else if (option == "--label-every") label_every = std::stol(value);
+    else {
+      std::cerr << "bench_bayesian_learner: unknown option " << option
+                << " (accepted: --species --cutoff --radial --angular --order --degrees --counts "
+                   "--label-every)\n";
+      return 2;
+    }
+  }
+  if (files.size() < 2 || counts.empty() || label_every < 1) {
+    std::cerr << "usage: bench_bayesian_learner [options] TRAINING.dump HELDOUT.dump...\n";
+    return 2;
+  }
+  torch::set_num_threads(1);
+  const auto training = read_dump(files[0]);
+  std::vector<std::pair<std::string, std::vector<LabelledConfiguration>>> held_out;
+  for (std::size_t f = 1; f < files.size(); ++f) held_out.emplace_back(files[f], read_dump(files[f]));
 
-  // Training frames at steps 100, 200, ... of the trajectory.
+  // Training frames at steps S, 2S, ... of the trajectory.
   std::vector<const LabelledConfiguration*> labels;
   for (const auto& frame : training) {
-    if (frame.step > 0 && frame.step % 100 == 0) labels.push_back(&frame);
+    if (frame.step > 0 && frame.step % label_every == 0) labels.push_back(&frame);
   }
+  const std::size_t last_count = static_cast<std::size_t>(*std::max_element(counts.begin(), counts.end()));
   std::printf("%-6s %-5s %-26s %8s %8s %8s %8s %8s %8s %8s %8s\n", "degree", "calls",
               "held-out set", "F_rmse", "E_rmse", "F_max", "out90%", "sigmaF", "fit_s", "pred_s",
               "mean_s");
-  for (const int64_t degree : {1, 2}) {
+  for (const long degree : degrees) {
     otf::BayesianRegressionOptions options;
     options.degree = degree;
     otf::BayesianDescriptorRegression model(descriptor, options);
-    for (size_t calls = 1; calls <= std::min<size_t>(8, labels.size()); ++calls) {
+    for (size_t calls = 1; calls <= std::min(last_count, labels.size()); ++calls) {
       const auto fit_start = std::chrono::steady_clock::now();
       model.add_frame(labels[calls - 1]->configuration, labels[calls - 1]->energy,
                       labels[calls - 1]->forces);
       model.fit();
       const double fit_seconds = seconds_since(fit_start);
-      if (calls != 1 && calls != 2 && calls != 3 && calls != 4 && calls != 6 && calls != 8)
-        continue;
+      if (std::find(counts.begin(), counts.end(), static_cast<long>(calls)) == counts.end()) continue;
       for (const auto& [name, frames] : held_out) {
         double force_squares = 0, energy_squares = 0, largest = 0;
         long outside = 0, components = 0;
+        std::vector<double> species_squares(static_cast<std::size_t>(descriptor.num_species), 0.0);
+        std::vector<long> species_components(species_squares.size(), 0);
         const auto predict_start = std::chrono::steady_clock::now();
         for (const auto& frame : frames) {
           const otf::RegressionPrediction prediction = model.predict(frame.configuration);
@@ -125,6 +165,13 @@ int main(int argc, char** argv) {
           const torch::Tensor spread =
               (prediction.force_std.pow(2) + std::pow(model.force_noise(), 2)).sqrt();
           force_squares += error.pow(2).sum().item<double>();
+          const auto& species = frame.configuration.species;
+          const torch::Tensor atom_squares = error.pow(2).sum(1);
+          for (std::size_t atom = 0; atom < species.size(); ++atom) {
+            species_squares[static_cast<std::size_t>(species[atom])] +=
+                atom_squares[static_cast<int64_t>(atom)].item<double>();
+            species_components[static_cast<std::size_t>(species[atom])] += 3;
+          }
           largest = std::max(largest, error.abs().max().item<double>());
           outside += error.abs().gt(1.645 * spread).sum().item<long>();
           components += error.numel();
@@ -143,6 +190,13 @@ int main(int argc, char** argv) {
                     1000.0 * std::sqrt(energy_squares / frames.size()), largest,
                     static_cast<double>(outside) / components, model.force_noise(), fit_seconds,
                     predict_seconds, mean_seconds);
+        if (species_squares.size() > 1) {
+          std::printf("%-6s %-5s   F_rmse per species:", "", "");
+          for (std::size_t k = 0; k < species_squares.size(); ++k)
+            std::printf(" %zu: %.4f", k + 1,
+                        std::sqrt(species_squares[k] / std::max(species_components[k], 1L)));
+          std::printf("\n");
+        }
       }
     }
   }

@@ -5,11 +5,13 @@ per atom, the largest force-component error, and how well the model's per-atom f
 uncertainty predicts its errors on the same configurations: Spearman's rank correlation and
 the fraction of atoms whose error vector is longer than the predicted 90% bound (for a Gaussian
 error of the predicted size: 1.443 x the per-atom uncertainty, sqrt of the 90% quantile of
-chi-squared with 3 degrees of freedom over 3).
+chi-squared with 3 degrees of freedom over 3), or the bound `fix otf/train` calibrated online
+(--bound-factor Q: the "90% bound Q x spread" of its calibration line; a neural committee's raw
+spread is not an error estimate, docs/design.md section 13.1).
 
 Interpreter: Debian's /usr/bin/python3 with the otf_torch module of a build
 (PYTHONPATH=<build>/install/lib/python3/dist-packages).
-Usage: heldout_errors.py MODEL DUMP [DUMP ...] --elements Si [C ...] [--json OUT]
+Usage: heldout_errors.py MODEL DUMP [DUMP ...] --elements Si [C ...] [--bound-factor Q] [--json OUT]
 """
 import argparse
 import json
@@ -66,7 +68,7 @@ def spearman(a, b):
     return float(np.corrcoef(ra, rb)[0, 1])
 
 
-def evaluate(model, frames, elements):
+def evaluate(model, frames, elements, bound_factor=BOUND90):
     errors, energy_errors, uncertainties, error_lengths, symbols_all = [], [], [], [], []
     for frame in frames:
         symbols = [elements[t - 1] for t in frame["types"]]
@@ -90,7 +92,7 @@ def evaluate(model, frames, elements):
         "largest_force_error": float(np.abs(errors).max()),
         "energy_rmse_per_atom": float(np.sqrt(np.mean(np.square(energy_errors)))),
         "spearman_uncertainty_error": spearman(spread, lengths),
-        "atoms_above_90_bound": float(np.mean(lengths > BOUND90 * spread)),
+        "atoms_above_90_bound": float(np.mean(lengths > bound_factor * spread)),
         "per_element": {},
     }
     for element in elements:
@@ -108,13 +110,16 @@ def main():
     parser.add_argument("model")
     parser.add_argument("dumps", nargs="+")
     parser.add_argument("--elements", nargs="+", required=True, help="element of each atom type")
+    parser.add_argument("--bound-factor", type=float, default=BOUND90,
+                        help="the 90%% bound in units of the per-atom uncertainty (default: "
+                             "%(default).3f, a Gaussian error of that size)")
     parser.add_argument("--json", help="write the results here too")
     args = parser.parse_args()
     otf_torch.set_num_threads(1)
     model = otf_torch.Model(args.model)
     results = {}
     for path in args.dumps:
-        r = evaluate(model, read_dump(path), args.elements)
+        r = evaluate(model, read_dump(path), args.elements, args.bound_factor)
         results[path] = r
         per_element = "  ".join(
             f"{e} {v['force_rmse']:.4f} ({100 * v['force_rmse'] / v['rms_force']:.1f}%)"
@@ -124,7 +129,8 @@ def main():
               f"per element {per_element}; energy RMSE {1000 * r['energy_rmse_per_atom']:.3f} "
               f"meV/atom; largest component error {r['largest_force_error']:.3f}; uncertainty: "
               f"Spearman {r['spearman_uncertainty_error']:.2f}, "
-              f"{100 * r['atoms_above_90_bound']:.1f}% of atoms above the 90% bound")
+              f"{100 * r['atoms_above_90_bound']:.1f}% of atoms above the 90% bound "
+              f"({args.bound_factor:.3f} x uncertainty)")
     if args.json:
         with open(args.json, "w") as handle:
             json.dump(results, handle, indent=1)
