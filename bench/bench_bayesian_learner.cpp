@@ -154,7 +154,8 @@ int main(int argc, char** argv) {
       const double fit_seconds = seconds_since(fit_start);
       if (std::find(counts.begin(), counts.end(), static_cast<long>(calls)) == counts.end()) continue;
       for (const auto& [name, frames] : held_out) {
-        double force_squares = 0, energy_squares = 0, largest = 0;
+        double force_squares = 0, energy_squares = 0, largest = 0, energy_bias = 0,
+               energy_std_squares = 0;
         long outside = 0, components = 0;
         std::vector<double> species_squares(static_cast<std::size_t>(descriptor.num_species), 0.0);
         std::vector<long> species_components(species_squares.size(), 0);
@@ -177,6 +178,9 @@ int main(int argc, char** argv) {
           components += error.numel();
           const double per_atom = (prediction.energy - frame.energy) / frame.forces.size(0);
           energy_squares += per_atom * per_atom;
+          energy_bias += per_atom;
+          const double std_per_atom = prediction.energy_std / frame.forces.size(0);
+          energy_std_squares += std_per_atom * std_per_atom;
         }
         const double predict_seconds =
             seconds_since(predict_start) / static_cast<double>(frames.size());
@@ -190,6 +194,11 @@ int main(int argc, char** argv) {
                     1000.0 * std::sqrt(energy_squares / frames.size()), largest,
                     static_cast<double>(outside) / components, model.force_noise(), fit_seconds,
                     predict_seconds, mean_seconds);
+        std::printf("%-6s %-5s   energy per atom: mean error %.3f meV, posterior std %.3f meV, "
+                    "fitted noise %.3f meV\n",
+                    "", "", 1000.0 * energy_bias / frames.size(),
+                    1000.0 * std::sqrt(energy_std_squares / frames.size()),
+                    1000.0 * model.energy_noise());
         if (species_squares.size() > 1) {
           std::printf("%-6s %-5s   F_rmse per species:", "", "");
           for (std::size_t k = 0; k < species_squares.size(); ++k)

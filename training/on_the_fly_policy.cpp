@@ -98,7 +98,11 @@ StepPlan OnTheFlyPolicy::plan_step(int64_t step) {
   // The fixed modes and auto's reference phase label on schedule; auto's model phase checks the
   // uncertainty on schedule and labels only what is uncertain.
   const bool checking = criterion_ && model_drives;
-  plan.label = !checking && step % settings_.label_every == 0 && step != state_.last_labelled_step;
+  // Under drive auto the reference drives only to teach the model: each of its answers is paid
+  // for (an ab initio call per step), so each is learned, not only every label_every-th (issue 39).
+  const bool learns_each_answer = criterion_ && state_.reference_drives;
+  plan.label = !checking && (learns_each_answer || step % settings_.label_every == 0) &&
+               step != state_.last_labelled_step;
   plan.check = checking && (step % *settings_.check_every == 0 || state_.check_next_step) &&
                step != state_.last_checked_step;
   plan.reference_forces = state_.reference_drives && !plan.label;

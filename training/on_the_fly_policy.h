@@ -21,8 +21,8 @@ std::string to_string(DriveMode mode);
 
 struct PolicySettings {
   DriveMode mode = DriveMode::Model;
-  // Label (and train) every label_every steps while the reference drives, and always in the
-  // fixed modes.
+  // Label (and train) every label_every steps in the fixed modes; under drive auto every step
+  // on which the reference drives is labelled (each answer was paid for).
   int64_t label_every = 10;
   // drive auto: while the model drives, the uncertainty is checked every check_every steps
   // (unset: label_every).

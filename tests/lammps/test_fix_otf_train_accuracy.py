@@ -9,7 +9,11 @@
   error, and the fraction of atoms above the 90% bound of the calibration before it;
 * thermo elements 18 and 19 are the last predicted and actual force errors; the end of the run
   logs the calibration (Spearman rank correlation included);
-* 1 and 2 ranks label, hand over and take over at the same steps with the same number of calls;
+* 1 and 2 ranks label, hand over and take over at the same steps while their models agree: the
+  ranks sum in another order, and the MD driven by a model still learning amplifies the rounding
+  (every step the reference drives is a label, each trained on), so the runs are compared up to
+  the first check or label whose predicted force errors differ by more than 1%, which must come
+  late in the run (after step 150 of 300), and over the whole run when there is none;
 * settings that cannot work are LAMMPS errors that name them.
 """
 import csv
@@ -21,6 +25,7 @@ from pair_otf_common import (ARGON_LJ_REFERENCE, argon_script, expect_fix_error,
                              write_argon_spec)
 
 FORCE_TARGET, ENERGY_TARGET, MIN_LABELS, TAKE_OVER, CHECK_EVERY = 0.08, 0.002, 3, 4.0, 3
+AGREE_STEPS = 150   # of the 300
 
 
 def learning_rows(path):
@@ -106,7 +111,9 @@ def one_run(ctx, spec, np):
     expect(summary, f"np {np}: no calibration line at the end of the run")
     expect(int(summary[-1][0]) >= MIN_LABELS and -1 <= float(summary[-1][1]) <= 1,
            f"np {np}: calibration line {summary[-1]}")
-    return labels, hand_overs, take_overs, last["f_t[9]"]
+    predictions = {(int(r["step"]), r["event"]): float(r["predicted_force_error"]) for r in rows
+                   if r["event"] in ("check", "label")}
+    return labels, hand_overs, take_overs, last["f_t[9]"], predictions
 
 
 def expect_error(ctx, spec, label, fix, message):
@@ -116,9 +123,26 @@ def expect_error(ctx, spec, label, fix, message):
 def test(ctx):
     spec = write_argon_spec(ctx)
     runs = {np: one_run(ctx, spec, np) for np in (1, 2)}
-    expect(runs[1] == runs[2], f"1 and 2 ranks differ (labels, hand-overs, take-overs, calls):"
-                               f"\n{runs[1]}\n{runs[2]}")
-    print("1 and 2 ranks: the same label steps, hand-overs, take-overs and calls")
+    # Where the two runs' models stop agreeing to rounding (AGREE_STEPS: late enough to hold the
+    # hand-overs, take-overs and watched checks this test is about).
+    predictions = [runs[np][4] for np in (1, 2)]
+    apart = sorted(step for key, value in predictions[0].items() if key in predictions[1]
+                   for step in [key[0]]
+                   if abs(value - predictions[1][key]) > 0.01 * max(abs(value), 1e-12))
+    horizon = apart[0] if apart else None
+    expect(horizon is None or horizon >= AGREE_STEPS,
+           f"1 and 2 ranks predict force errors more than 1% apart from step {horizon} on")
+    compared = [tuple([step for step in steps if horizon is None or step < horizon]
+                      for steps in runs[np][:3]) for np in (1, 2)]
+    if horizon is None:
+        compared = [c + (runs[np][3],) for c, np in zip(compared, (1, 2))]
+    expect(compared[0] == compared[1],
+           f"1 and 2 ranks differ (labels, hand-overs, take-overs{', calls' if horizon is None else ''}"
+           f" before step {horizon}):\n{compared[0]}\n{compared[1]}")
+    print(f"1 and 2 ranks: the same label steps, hand-overs and take-overs "
+          f"{'and calls over the whole run' if horizon is None else f'before step {horizon}'} "
+          f"({len(compared[0][0])} labels, hand-overs at {compared[0][1]}, take-overs at "
+          f"{compared[0][2]})")
     for label, keywords, message in (
             ("both-policies", "accuracy 0.05 0.002 thresholds 0.1 0.2 0.5", "not both"),
             ("accuracy-zero", "accuracy 0 0.002", "accuracy <force> must be a finite number"),

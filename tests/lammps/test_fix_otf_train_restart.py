@@ -35,7 +35,9 @@ FIXES = {
     "model": ("stats_frames 2 drive model", True),
     "auto": ("stats_frames 2 drive auto thresholds 1.5 3.6 6.0 check_every 3 lr_schedule step 5 "
              "0.9 accumulate 2 ema 0.9", True),
-    "statistics": ("stats_frames 14", False),
+    # The reference labels every step it drives: 21 labels by the restart at step 20, the 26th
+    # at step 25 ends the statistics phase.
+    "statistics": ("stats_frames 26", False),
     "reference-fp16": ("stats_frames 2 drive reference precision fp16 scale_init 256 accumulate 3", True),
     "accuracy-bf16": ("stats_frames 2 precision bf16 accuracy 0.05 0.002 min_labels 2 "
                       "label_steps 8 accumulate 3", True),

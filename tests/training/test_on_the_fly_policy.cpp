@@ -161,11 +161,13 @@ TEST(OnTheFlyPolicy, AutoModelPhaseChecksOnCadenceLabelsAndTakesOver) {
   EXPECT_TRUE(lost.reference_takes_over);
   EXPECT_TRUE(policy.reference_drives());
   EXPECT_EQ(policy.state().model_phase_labels, 2);
-  // The reference drives again: forces every step, labels every label_every steps.
+  // The reference drives again, and under drive auto each of its answers is learned: every step
+  // is a label (whose answer also drives), not only every label_every-th.
   const StepPlan next = policy.plan_step(41);
-  EXPECT_TRUE(next.reference_forces);
+  EXPECT_TRUE(next.label);
+  EXPECT_FALSE(next.reference_forces);
   EXPECT_FALSE(next.check);
-  EXPECT_TRUE(policy.plan_step(45).label);
+  EXPECT_TRUE(policy.plan_step(42).label);
 }
 
 PolicySettings accuracy_settings() {
@@ -244,7 +246,7 @@ TEST(OnTheFlyPolicy, AccuracyLabelsAboveTheTargetAndGivesBackAboveTakeOver) {
   // The label came back worse than take_over x target: the reference drives.
   EXPECT_EQ(policy.after_label(assessed(0.21, 0.001, 4)), LabelDecision::ReferenceDrives);
   EXPECT_TRUE(policy.reference_drives());
-  EXPECT_TRUE(policy.plan_step(21).reference_forces);
+  EXPECT_TRUE(policy.plan_step(21).label);  // each answer of the reference is learned
   ASSERT_TRUE(policy.plan_step(25).label);
   EXPECT_EQ(policy.after_label(assessed(0.08, 0.001, 5)), LabelDecision::ModelDrives);
   ASSERT_TRUE(policy.plan_step(30).check);
@@ -326,6 +328,30 @@ TEST(OnTheFlyPolicy, NoStepBeforeTheEarliestLabelStepLabelsOrChecks) {
   EXPECT_EQ(model_mode.earliest_label_step_after(5), 10);
 }
 
+TEST(OnTheFlyPolicy, DriveAutoLearnsEachAnswerOfTheReferenceTheFixedModesTheirSchedule) {
+  // Issue 39: under drive auto the reference drives only to teach the model, and each of its
+  // answers costs a call (an ab initio one per step), so every step it drives is a label.
+  OnTheFlyPolicy learner(accuracy_settings());  // label_every 5
+  for (int64_t step = 0; step < 7; ++step) {
+    const StepPlan plan = learner.plan_step(step);
+    EXPECT_TRUE(plan.label) << "step " << step;
+    EXPECT_FALSE(plan.reference_forces) << "step " << step;
+  }
+  // A repeated step (setup() of the next run) is not labelled twice.
+  EXPECT_FALSE(learner.plan_step(6).label);
+  // drive reference keeps its schedule: the reference's forces drive every step, every
+  // label_every-th is learned.
+  PolicySettings reference_settings;
+  reference_settings.mode = DriveMode::Reference;
+  reference_settings.label_every = 5;
+  OnTheFlyPolicy fixed(reference_settings);
+  for (int64_t step = 0; step < 11; ++step) {
+    const StepPlan plan = fixed.plan_step(step);
+    EXPECT_EQ(plan.label, step % 5 == 0) << "step " << step;
+    EXPECT_EQ(plan.reference_forces, step % 5 != 0) << "step " << step;
+  }
+}
+
 TEST(OnTheFlyPolicy, ARefusedLabelOfTheModelsConfigurationGivesTheMdBackToTheReference) {
   OnTheFlyPolicy policy(accuracy_settings());
   policy.plan_step(0);
@@ -337,7 +363,7 @@ TEST(OnTheFlyPolicy, ARefusedLabelOfTheModelsConfigurationGivesTheMdBackToTheRef
   EXPECT_FALSE(policy.state().check_next_step);
   EXPECT_FALSE(policy.after_refused_label());  // already driving
   const StepPlan next = policy.plan_step(11);
-  EXPECT_TRUE(next.reference_forces);
+  EXPECT_TRUE(next.label);  // the reference drives: its answer is learned
   EXPECT_FALSE(next.check);
   // The fixed modes keep their choice.
   PolicySettings model;

@@ -370,14 +370,14 @@ TrainerSettings accuracy_settings(double force_target, double energy_target) {
 TEST(OnTheFlyTrainer, AccuracyCalibratesOnEveryLabelAndHandsOverAfterMinLabels) {
   TrainerRun run(accuracy_settings(1e6, 1e6));
   run.steps(0, 20);
-  // Statistics come from the labels of steps 0, 2 and 4 (stats_frames 2, and one more: the
-  // 12-atom frame of step 2 spread wider than that of step 0 by more than its sampling noise),
-  // training starts at step 4; the labels of steps 6 and 8 are the first two predicted by a
-  // trained model.
-  EXPECT_EQ(run.trainer.session().statistics_summary().frames, 3);
+  // While the reference drives every step is a label (each answer is learned, label_every 2
+  // notwithstanding): statistics come from the labels of steps 0 and 1 (stats_frames 2), training
+  // starts at step 1; the labels of steps 2 and 3 are the first two predicted by a trained model.
+  // (Learning only every label_every-th answer, the model took over after step 8.)
+  EXPECT_EQ(run.trainer.session().statistics_summary().frames, 2);
   EXPECT_EQ(run.trainer.calibration().samples(), 2);
   EXPECT_FALSE(run.trainer.reference_drives());
-  EXPECT_EQ(run.trainer.policy().state().model_driven_steps, 12);   // steps 9-20
+  EXPECT_EQ(run.trainer.policy().state().model_driven_steps, 17);   // steps 4-20
   EXPECT_GE(run.trainer.counters().label_force_error, 0.0);
   EXPECT_GT(run.trainer.calibration().force_scale(), 0.0);
   EXPECT_GT(run.trainer.counters().predicted_force_error, 0.0);
@@ -393,9 +393,10 @@ TEST(OnTheFlyTrainer, AccuracyLabelsWhatIsPredictedAboveTheTarget) {
   run.steps(0, 20);
   EXPECT_TRUE(run.trainer.reference_drives());
   EXPECT_EQ(run.trainer.policy().state().model_driven_steps, 0);
-  // Labels of steps 6, 8, ..., 20 were predicted; the model of step 20's had learned 10 labels,
-  // those of steps 6 and 8 fewer than half as many (3 and 4): their samples are dropped.
-  EXPECT_EQ(run.trainer.calibration().samples(), 6);
+  // Every step's label from step 2 on was predicted by a trained model; the model of step 20's
+  // had learned 20 labels, those of steps 2-9 fewer than half as many: their samples are
+  // dropped, steps 10-20 remain.
+  EXPECT_EQ(run.trainer.calibration().samples(), 11);
   const double predicted = run.trainer.counters().predicted_force_error;
   EXPECT_GT(predicted, 0.0);
 }
@@ -405,13 +406,16 @@ TEST(OnTheFlyTrainer, LabelStepsTrainUntilTheLabelIsFittedOrTheBudgetIsSpent) {
   settings.label_steps = 5;
   TrainerRun budget(settings);
   budget.steps(0, 6);
-  // Labels at 0, 2, 4, 6; training from the label of step 4 (statistics ready): 2 x 5 steps.
-  EXPECT_EQ(budget.trainer.session().report().optimizer_steps, 10);
+  // The reference drives: labels at every step 0-6; training from the label of step 1
+  // (statistics ready after two frames): 6 x 5 steps.
+  EXPECT_EQ(budget.trainer.session().report().optimizer_steps, 30);
   settings = accuracy_settings(1e6, 1e6);                    // fitted at once: one round
   settings.label_steps = 5;
   TrainerRun fitted(settings);
   fitted.steps(0, 6);
-  EXPECT_EQ(fitted.trainer.session().report().optimizer_steps, 2);
+  // One round per label until the model drives (after the labels of steps 2 and 3, the first two
+  // predicted: min_labels 2), then none: steps 1, 2 and 3.
+  EXPECT_EQ(fitted.trainer.session().report().optimizer_steps, 3);
 }
 
 TEST(OnTheFlyTrainer, AnAccuracyRunContinuesExactlyFromARestart) {
