@@ -86,9 +86,7 @@ std::vector<long> comma_list(const std::string& text) {
   return values;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   otf::ThreeBodyDescriptorOptions descriptor;  // examples/si-sw/si-spec.json
   descriptor.num_species = 1;
   descriptor.cutoff = 4.0;
@@ -109,23 +107,32 @@ int main(int argc, char** argv) {
       return 2;
     }
     const std::string value = argv[++a];
-    if (option == "--species") descriptor.num_species = std::stol(value);
-    else if (option == "--cutoff") descriptor.cutoff = std::stod(value);
-    else if (option == "--radial") descriptor.radial_functions = std::stol(value);
-    else if (option == "--angular") descriptor.angular_radial_functions = std::stol(value);
-    else if (option == "--order") descriptor.max_angular_order = std::stol(value);
-    else if (option == "--degrees") degrees = comma_list(value);
-    else if (option == "--counts") counts = comma_list(value);
-    else if (option == "--label-every") label_every = std::stol(value);
-    else {
-      std::cerr << "bench_bayesian_learner: unknown option " << option
-                << " (accepted: --species --cutoff --radial --angular --order --degrees --counts "
-                   "--label-every)\n";
+    try {
+      if (option == "--species") descriptor.num_species = std::stol(value);
+      else if (option == "--cutoff") descriptor.cutoff = std::stod(value);
+      else if (option == "--radial") descriptor.radial_functions = std::stol(value);
+      else if (option == "--angular") descriptor.angular_radial_functions = std::stol(value);
+      else if (option == "--order") descriptor.max_angular_order = std::stol(value);
+      else if (option == "--degrees") degrees = comma_list(value);
+      else if (option == "--counts") counts = comma_list(value);
+      else if (option == "--label-every") label_every = std::stol(value);
+      else {
+        std::cerr << "bench_bayesian_learner: unknown option " << option
+                  << " (accepted: --species --cutoff --radial --angular --order --degrees --counts "
+                     "--label-every)\n";
+        return 2;
+      }
+    } catch (const std::logic_error&) {  // std::stol / std::stod: not a number, or out of range
+      std::cerr << "bench_bayesian_learner: " << option << " " << value << ": not a number\n";
       return 2;
     }
   }
-  if (files.size() < 2 || counts.empty() || label_every < 1) {
-    std::cerr << "usage: bench_bayesian_learner [options] TRAINING.dump HELDOUT.dump...\n";
+  const auto below_one = [](long value) { return value < 1; };
+  if (files.size() < 2 || counts.empty() || label_every < 1 ||
+      std::any_of(counts.begin(), counts.end(), below_one) ||
+      std::any_of(degrees.begin(), degrees.end(), [](long d) { return d != 1 && d != 2; })) {
+    std::cerr << "usage: bench_bayesian_learner [options] TRAINING.dump HELDOUT.dump... "
+                 "(--counts and --label-every at least 1, --degrees 1 and/or 2)\n";
     return 2;
   }
   torch::set_num_threads(1);
@@ -218,4 +225,15 @@ int main(int argc, char** argv) {
       "posterior mean's energy "
       "and forces alone per frame (1 thread)\n");
   return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::exception& e) {  // unreadable dumps, descriptor options out of range
+    std::cerr << "bench_bayesian_learner: " << e.what() << "\n";
+    return 1;
+  }
 }

@@ -1,7 +1,6 @@
 // The model file format (model_file.h): preamble, JSON header, torch archive of every parameter and
 // buffer by its recursive name. Checks run cheapest and most telling first (magic, version,
 // lengths, checksum) so that a damaged or foreign file is named as such before anything is parsed.
-#include "fnv1a.h"
 #include "model_file.h"
 
 #include <torch/serialize.h>
@@ -18,6 +17,7 @@
 #include <utility>
 #include <vector>
 
+#include "fnv1a.h"
 #include "potential_registry.h"
 
 namespace otf {
@@ -27,7 +27,6 @@ constexpr char kMagic[] = "OTF-Torch model\n";
 constexpr size_t kMagicSize = sizeof(kMagic) - 1;  // 16, no terminator in the file
 constexpr size_t kPreambleSize = kMagicSize + 4 + 8 + 8 + 8;
 constexpr const char* kFormatName = "otf-torch-model";
-
 
 // Little-endian whatever the host is, so files move between machines.
 template <typename Unsigned>

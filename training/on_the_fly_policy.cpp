@@ -95,11 +95,11 @@ StepPlan OnTheFlyPolicy::plan_step(int64_t step) {
     state_.last_counted_step = step;
     if (model_drives) ++state_.model_driven_steps;
   }
-  // The fixed modes and auto's reference phase label on schedule; auto's model phase checks the
-  // uncertainty on schedule and labels only what is uncertain.
+  // The fixed modes label on schedule. Under drive auto the reference drives only to teach the
+  // model and each of its answers is paid for (an ab initio call per step), so each is learned
+  // (issue 39); while the model drives, the uncertainty is checked on schedule and only what is
+  // uncertain is labelled.
   const bool checking = criterion_ && model_drives;
-  // Under drive auto the reference drives only to teach the model: each of its answers is paid
-  // for (an ab initio call per step), so each is learned, not only every label_every-th (issue 39).
   const bool learns_each_answer = criterion_ && state_.reference_drives;
   plan.label = !checking && (learns_each_answer || step % settings_.label_every == 0) &&
                step != state_.last_labelled_step;

@@ -13,8 +13,8 @@
 #include <utility>
 #include <vector>
 
-#include "fnv1a.h"
 #include "atomic_units.h"
+#include "fnv1a.h"
 #include "frame_gather.h"
 #include "frame_intake.h"
 #include "journal_replay.h"

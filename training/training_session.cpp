@@ -1,10 +1,10 @@
-#include "fnv1a.h"
 #include "training_session.h"
 
 #include "bayesian_linear_training.h"
 #include "committee_deviation.h"
 #include "communicator.h"
 #include "ema_hook.h"
+#include "fnv1a.h"
 #include "frame_intake.h"
 #include "gradient_accumulation_hook.h"
 #include "gradient_clip_hook.h"
@@ -516,7 +516,7 @@ double TrainingSession::learning_rate() const
 
 uint64_t TrainingSession::weights_hash() const
 {
-  uint64_t hash = 1469598103934665603ULL;
+  uint64_t hash = kFnv1aOffset;
   auto add = [&hash](const torch::Tensor &tensor) {
     const torch::Tensor bytes = tensor.detach().contiguous();
     hash = fnv1a64(bytes.data_ptr(), bytes.numel() * bytes.element_size(), hash);

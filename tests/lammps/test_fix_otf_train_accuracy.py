@@ -126,10 +126,9 @@ def test(ctx):
     # Where the two runs' models stop agreeing to rounding (AGREE_STEPS: late enough to hold the
     # hand-overs, take-overs and watched checks this test is about).
     predictions = [runs[np][4] for np in (1, 2)]
-    apart = sorted(step for key, value in predictions[0].items() if key in predictions[1]
-                   for step in [key[0]]
-                   if abs(value - predictions[1][key]) > 0.01 * max(abs(value), 1e-12))
-    horizon = apart[0] if apart else None
+    apart = [step for (step, event), value in predictions[0].items()
+             if abs(value - predictions[1].get((step, event), value)) > 0.01 * max(abs(value), 1e-12)]
+    horizon = min(apart, default=None)
     expect(horizon is None or horizon >= AGREE_STEPS,
            f"1 and 2 ranks predict force errors more than 1% apart from step {horizon} on")
     compared = [tuple([step for step in steps if horizon is None or step < horizon]
