@@ -156,12 +156,17 @@ LabelDecision PosteriorAccuracy::judge_label(const LabelAssessment& assessment,
 
 namespace {
 
+// The predicted error that labels can lower: all of it while the irreducible part is below the
+// target, else what is left of it above that part.
+double reducible_error(double predicted, double irreducible, double target) {
+  if (irreducible < target) return predicted;
+  return std::sqrt(std::max(predicted * predicted - irreducible * irreducible, 0.0));
+}
+
 // Whether a predicted error asks for a label: above the target, and, when the irreducible part
 // alone is already above it, with a reducible part above it too.
 bool label_due(double predicted, double irreducible, double target) {
-  if (predicted <= target) return false;
-  if (irreducible < target) return true;
-  return std::sqrt(std::max(predicted * predicted - irreducible * irreducible, 0.0)) > target;
+  return predicted > target && reducible_error(predicted, irreducible, target) > target;
 }
 
 }  // namespace
@@ -180,6 +185,12 @@ CheckOutcome PosteriorAccuracy::judge_check(const DriveMeasurement& m) const {
   // extrapolation is learned completely and says nothing about the next step.
   outcome.check_next_step = unsure && m.learned_forces;
   return outcome;
+}
+
+bool PosteriorAccuracy::worth_verifying(const DriveMeasurement& m) const {
+  constexpr double kMarginalFraction = 0.5;
+  return m.learned_forces && (m.fit_force_noise > kMarginalFraction * target_force_error_ ||
+                              m.fit_energy_noise > kMarginalFraction * target_energy_error_);
 }
 
 std::string PosteriorAccuracy::explain_label_decision(LabelDecision /*decision*/,

@@ -92,6 +92,7 @@ StepPlan OnTheFlyPolicy::plan_step(int64_t step) {
   const bool model_drives = !state_.reference_drives;
   plan.repeated_step = step == state_.last_counted_step;
   if (!plan.repeated_step) {
+    if (state_.first_counted_step < 0) state_.first_counted_step = step;
     state_.last_counted_step = step;
     if (model_drives) ++state_.model_driven_steps;
   }
@@ -138,6 +139,13 @@ CheckOutcome OnTheFlyPolicy::after_check(int64_t step, const DriveMeasurement& m
       value <= kWorse * state_.watch_floor)
     outcome.label = false;  // watched, but not distinctly worse than at its last label
   state_.check_next_step = outcome.check_next_step && !outcome.reference_takes_over;
+  if (!outcome.label && scheduled && criterion_->worth_verifying(measurement)) {
+    const int64_t origin = std::max<int64_t>(state_.first_counted_step, 0);
+    const int64_t last_label = std::max(state_.last_labelled_step, origin);
+    const int64_t interval =
+        std::max(last_label - origin + state_.inherited_history, *settings_.check_every);
+    outcome.verification = outcome.label = step - last_label >= interval;
+  }
   if (!outcome.label) return outcome;
   state_.watch_floor = value;
   state_.last_labelled_step = step;

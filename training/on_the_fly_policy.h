@@ -5,6 +5,7 @@
 // (tests/training/test_on_the_fly_policy.cpp).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -81,6 +82,12 @@ struct PolicyState {
   // check between the scheduled ones labels only above 1.25 x it (the model getting worse), so
   // that a model that cannot reach the accuracy is not labelled on every step.
   double watch_floor = 0.0;
+  // The first step this policy counted (-1: none yet): where the run's labelled history starts,
+  // against which after_check spaces its verifications.
+  int64_t first_counted_step = -1;
+  // Steps of labelled history learned before this run (a warm start's journal: its first to last
+  // labelled step), added to this run's own.
+  int64_t inherited_history = 0;
 };
 
 // What to do on one MD step, decided before anything is evaluated.
@@ -106,13 +113,21 @@ class OnTheFlyPolicy {
   LabelDecision after_label(const LabelAssessment& assessment);
   // After measuring the committee on a checked step (drive auto, the model driving): a label it
   // asks for is counted and marks the step labelled. With reference_takes_over, the reference
-  // drives from this step on (its label's forces move the atoms).
+  // drives from this step on (its label's forces move the atoms). A scheduled check that needs
+  // no label but that the criterion finds worth verifying (DriveCriterion::worth_verifying) is
+  // labelled once the model has driven unlabelled for as long as the run's labelled history
+  // before it (from the first step to the last label; at least check_every): verifications at
+  // doubling intervals, a handful in a long run, each a calibration sample from where the model
+  // drives on its own.
   CheckOutcome after_check(int64_t step, const DriveMeasurement& measurement);
   // A label of a configuration the model drove to was refused as a wreck (the trainer's outlier
   // guard): under drive auto the reference drives from the next step on, until a learned label
   // lets the criterion hand over again. Returns whether the reference took over.
   bool after_refused_label();
 
+  // A warm start learned labels from `steps` steps of an earlier run's MD: verifications are
+  // spaced as if that history were this run's.
+  void inherit_labelled_history(int64_t steps) { state_.inherited_history = std::max<int64_t>(steps, 0); }
   // drive auto's criterion; null in the fixed modes.
   const DriveCriterion* criterion() const { return criterion_.get(); }
   bool reference_drives() const { return state_.reference_drives; }

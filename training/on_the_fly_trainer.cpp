@@ -244,6 +244,7 @@ void OnTheFlyTrainer::on_step(int64_t step, MdFrameSource& md) {
         // The frames are learned labels: the outlier guards and the criterion count them.
         count_learned(learned.frames, learned.largest_force, learned.lowest_energy_per_atom,
                       learned.highest_energy_per_atom);
+        policy_.inherit_labelled_history(learned.labelled_span);
         // A model fitted in closed form to them drives from the first step, as after a label.
         if (learned.frames > 0 && policy_.settings().learner_fits_each_label && learned_forces())
           assess_label(step);
@@ -277,12 +278,21 @@ void OnTheFlyTrainer::on_step(int64_t step, MdFrameSource& md) {
     measure_uncertainty(frame, md, compares);
     const DriveMeasurement measured = measurement();
     note_noise_floor(step, measured);
+    const int64_t previous_label_step =
+        std::max(policy_.state().last_labelled_step, policy_.state().first_counted_step);
     const CheckOutcome outcome = policy_.after_check(step, measured);
     if (outcome.label && measured.extrapolates() && rank_ == 0 && messages_.log)
       messages_.log(formatted("step %.0f: labelled: its descriptors spread %.3g x as wide as the "
                               "labelled configurations' (sampling noise explains up to %.3g x)",
                               static_cast<double>(step), measured.descriptor_spread_ratio,
                               measured.descriptor_spread_limit, 0.0));
+    if (outcome.verification && rank_ == 0 && messages_.log)
+      messages_.log(formatted("step %.0f: labelled to verify the predicted errors (force %.3g, "
+                              "energy per atom %.3g), untested by a label for %.0f steps, of a "
+                              "fit whose noise on its labels is above half the accuracy",
+                              static_cast<double>(step), measured.predicted_force_error,
+                              measured.predicted_energy_error,
+                              static_cast<double>(step - previous_label_step)));
     if (outcome.reference_takes_over && rank_ == 0 && messages_.log)
       messages_.log("step " + std::to_string(step) + ": " + criterion->explain_take_over(measured));
     log_row(step, "check");
@@ -315,6 +325,8 @@ DriveMeasurement OnTheFlyTrainer::measurement() const {
   measured.predicted_energy_error = counters_.predicted_energy_error;
   measured.irreducible_force_error = irreducible_force_error_;
   measured.irreducible_energy_error = irreducible_energy_error_;
+  measured.fit_force_noise = fit_noise_.force;
+  measured.fit_energy_noise = fit_noise_.energy;
   measured.learned_forces = learned_forces();
   measured.descriptor_spread_ratio = descriptor_spread_.ratio;
   measured.descriptor_spread_limit = descriptor_spread_.limit;
@@ -817,6 +829,7 @@ void OnTheFlyTrainer::measure_uncertainty(const FramePart& frame, MdFrameSource&
     // reducible (64-atom Si from DFT: a bias of 2.6 meV/atom from early labels was held
     // irreducible and never labelled away, examples/si64-cp2k).
     irreducible_energy_error_ = spread.energy_noise;
+    fit_noise_ = {spread.force_noise, spread.energy_noise};
     if (session_->fits_in_closed_form()) descriptor_spread_ = session_->descriptor_spread(frame);
     prediction_kept_ = keep_prediction;
     if (!keep_prediction) return;

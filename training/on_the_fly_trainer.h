@@ -256,6 +256,9 @@ class OnTheFlyTrainer {
   TrainingSession::DescriptorSpread descriptor_spread_;  // at the last check (closed form)
   double irreducible_force_error_ = 0.0;
   double irreducible_energy_error_ = 0.0;
+  struct {
+    double force = 0.0, energy = 0.0;
+  } fit_noise_;  // of a model fitted in closed form, uncalibrated
   bool noise_floor_noted_ = false;
   double outlier_energy_ = 0.0;  // settings_.outlier_energy resolved for the unit style
 };

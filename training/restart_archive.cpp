@@ -26,6 +26,7 @@ constexpr int kWithJournalOffset = 4;   // the label journal's size (resuming af
 constexpr int kWithCheckNextStep = 5;   // the policy's check of the next step (issue 39)
 constexpr int kWithEnergyGuard = 6;     // the learned energies' range (the energy guard)
 constexpr int kWithCalibrationLabels = 7;  // the labels each calibration sample's model had
+constexpr int kWithFirstCountedStep = 8;   // where the policy's verifications are spaced from
 
 // Every rank's replay buffer part: a count, then one byte string per rank.
 archive::Field<TrainerRestart> rank_buffers_field() {
@@ -79,6 +80,8 @@ const std::vector<archive::Field<TrainerRestart>>& restart_fields() {
       policy_field("model_phase_labels", &P::model_phase_labels),
       policy_field("check_next_step", &P::check_next_step, kWithCheckNextStep),
       policy_field("watch_floor", &P::watch_floor, kWithCheckNextStep),
+      policy_field("first_counted_step", &P::first_counted_step, kWithFirstCountedStep),
+      policy_field("inherited_history", &P::inherited_history, kWithFirstCountedStep),
       counter_field("reference_calls", &C::reference_calls),
       counter_field("last_saved_step", &C::last_saved_step),
       counter_field("max_uncertainty", &C::max_uncertainty),

@@ -69,11 +69,19 @@ WarmStartSummary warm_start(TrainingSession& session, const std::vector<std::str
   MPI_Comm_rank(world, &rank);
   std::vector<LabelledFrame> frames;
   std::string summary;
+  long long labelled_span = 0;  // on rank 0, then everywhere
   agreed_or_throw(world, "cannot warm-start from the label journal", [&] {
     if (rank != 0) return;
     const ModelSpec& spec = session.potential()->spec();
     for (const std::string& path : paths) {
       ExtxyzContents contents = read_extxyz_file(path);
+      int64_t first_step = -1, last_step = -1;
+      for (const LabelledFrame& frame : contents.frames) {
+        if (frame.step < 0) continue;  // a file from another tool: no MD step
+        first_step = first_step < 0 ? frame.step : std::min(first_step, frame.step);
+        last_step = std::max(last_step, frame.step);
+      }
+      labelled_span = std::max<long long>(labelled_span, last_step - first_step);
       for (std::size_t k = 0; k < contents.frames.size(); ++k) {
         const LabelledFrame& frame = contents.frames[k];
         // Files from other tools (ASE) carry no unit style: eV and Angstrom, LAMMPS' metal.
@@ -106,8 +114,10 @@ WarmStartSummary warm_start(TrainingSession& session, const std::vector<std::str
   });
   long long count = static_cast<long long>(frames.size());
   MPI_Bcast(&count, 1, MPI_LONG_LONG, 0, world);
+  MPI_Bcast(&labelled_span, 1, MPI_LONG_LONG, 0, world);
   WarmStartSummary result;
   result.frames = count;
+  result.labelled_span = labelled_span;
   // [largest force, lowest, highest energy per atom], on rank 0, then everywhere.
   double extremes[3] = {0.0, std::numeric_limits<double>::infinity(),
                         -std::numeric_limits<double>::infinity()};

@@ -27,6 +27,9 @@ struct WarmStartSummary {
   double largest_force = 0.0;
   double lowest_energy_per_atom = 0.0;
   double highest_energy_per_atom = 0.0;
+  // The longest stretch of MD steps one file's labels came from (first to last step; 0 without
+  // steps): the labelled history the policy's verifications are spaced against.
+  long long labelled_span = 0;
 };
 
 // Collective. Rank 0 reads the files and holds each frame whole (its periodic images folded); the

@@ -88,5 +88,34 @@ TEST(DriveCriterion, AccuracyComparesPredictionsAndNeedsACommittee) {
   EXPECT_NO_THROW(criterion->check_committee_size(2));
 }
 
+// A closed-form model's posterior accuracy verifies, now and then, predictions within the accuracy
+// of a fit whose noise on its own labels is above half of it (OnTheFlyPolicy spaces them).
+TEST(DriveCriterion, PosteriorAccuracyVerifiesAFitWhoseNoiseIsAboveHalfTheAccuracy) {
+  PolicySettings s = auto_with(0.05, 0.002);
+  s.learner_fits_each_label = true;
+  const auto posterior = make_drive_criterion(s);
+  DriveMeasurement m;
+  m.predicted_force_error = 0.04;
+  m.predicted_energy_error = 0.0015;
+  m.fit_force_noise = 0.02;
+  m.fit_energy_noise = 0.0009;
+  EXPECT_FALSE(posterior->judge_check(m).label);
+  EXPECT_FALSE(posterior->worth_verifying(m));  // the fit explains its labels well
+  m.fit_energy_noise = 0.0011;
+  EXPECT_TRUE(posterior->worth_verifying(m));
+  m.fit_energy_noise = 0.0;
+  m.fit_force_noise = 0.09;  // above the accuracy itself: its reducible part does not label
+  m.irreducible_force_error = 0.09;
+  m.predicted_force_error = 0.1;
+  EXPECT_FALSE(posterior->judge_check(m).label);
+  EXPECT_TRUE(posterior->worth_verifying(m));
+  m.learned_forces = false;  // a fit to a perfect crystal's zero forces is labelled as such
+  EXPECT_FALSE(posterior->worth_verifying(m));
+  // The neural committee's criterion labels from many predictions: it verifies nothing.
+  s.learner_fits_each_label = false;
+  m.learned_forces = true;
+  EXPECT_FALSE(make_drive_criterion(s)->worth_verifying(m));
+}
+
 }  // namespace
 }  // namespace otf

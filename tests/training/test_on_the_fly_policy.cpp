@@ -4,6 +4,7 @@
 
 #include <stdexcept>
 #include <string>
+#include <vector>
 
 #include "on_the_fly_policy.h"
 
@@ -287,6 +288,68 @@ TEST(OnTheFlyPolicy, AnUnsureModelIsWatchedEveryStepAndLabelledWhenItGetsWorse) 
   EXPECT_EQ(policy.state().model_phase_labels, 3);
 }
 
+// A model fitted in closed form (PosteriorAccuracy) whose fit leaves a noise above half the
+// accuracy verifies a prediction within the accuracy with a label, once it has driven unlabelled
+// for as long as the labelled history before (from the first step to the last label, at least
+// check_every): doubling intervals.
+TEST(OnTheFlyPolicy, AClosedFormModelOfMarginalFitVerifiesItsPredictionsAtDoublingIntervals) {
+  PolicySettings settings = accuracy_settings();
+  settings.learner_fits_each_label = true;
+  OnTheFlyPolicy policy(settings);
+  ASSERT_TRUE(policy.plan_step(0).label);
+  LabelAssessment fitted;
+  fitted.trained = true;
+  ASSERT_EQ(policy.after_label(fitted), LabelDecision::ModelDrives);
+  const auto fit_noise = [](double energy_noise) {
+    DriveMeasurement m = predicted(0.01, 0.0015);
+    m.fit_energy_noise = energy_noise;
+    return m;
+  };
+  std::vector<int64_t> verified;
+  for (int64_t step = 1; step <= 400; ++step) {
+    if (!policy.plan_step(step).check) continue;
+    // Marginal (energy noise above half the accuracy) but on steps 150-199.
+    const bool marginal = step < 150 || step >= 200;
+    const CheckOutcome outcome = policy.after_check(step, fit_noise(marginal ? 0.0011 : 0.0009));
+    EXPECT_EQ(outcome.label, outcome.verification) << step;
+    EXPECT_FALSE(outcome.check_next_step) << step;
+    if (outcome.verification) verified.push_back(step);
+  }
+  // 10 (at least check_every), 20, 40, 80; at 160 the fit is not marginal: the next check that
+  // is, 200; then 400.
+  EXPECT_EQ(verified, (std::vector<int64_t>{10, 20, 40, 80, 200, 400}));
+  EXPECT_EQ(policy.state().model_phase_labels, 6);
+  EXPECT_EQ(policy.state().first_counted_step, 0);
+  // A fit that explains its labels well is never verified; a continued run spaces from its own
+  // first step.
+  OnTheFlyPolicy good_fit(settings);
+  good_fit.plan_step(1000);
+  ASSERT_EQ(good_fit.after_label(fitted), LabelDecision::ModelDrives);
+  EXPECT_EQ(good_fit.state().first_counted_step, 1000);
+  for (int64_t step = 1001; step <= 2000; ++step) {
+    if (good_fit.plan_step(step).check) {
+      EXPECT_FALSE(good_fit.after_check(step, fit_noise(0.0009)).label) << step;
+    }
+  }
+  ASSERT_TRUE(good_fit.plan_step(2010).check);
+  EXPECT_TRUE(good_fit.after_check(2010, fit_noise(0.0011)).verification);
+  // A warm start's journal covered 300 steps of an earlier run: the first verification waits
+  // that long.
+  OnTheFlyPolicy warm(settings);
+  warm.inherit_labelled_history(300);
+  std::vector<int64_t> warm_verified;
+  for (int64_t step = 0; step <= 1000; ++step) {
+    const StepPlan plan = warm.plan_step(step);
+    if (plan.label) {
+      ASSERT_EQ(warm.after_label(fitted), LabelDecision::ModelDrives);
+    }
+    if (plan.check && warm.after_check(step, fit_noise(0.0011)).verification) {
+      warm_verified.push_back(step);
+    }
+  }
+  EXPECT_EQ(warm_verified, (std::vector<int64_t>{300, 900}));
+}
+
 // Walkers skip their rounds before earliest_label_step_after: no step before it may label or
 // check, whoever drives, and it is not later than the next one that does.
 TEST(OnTheFlyPolicy, NoStepBeforeTheEarliestLabelStepLabelsOrChecks) {
@@ -422,6 +485,8 @@ TEST(OnTheFlyPolicy, RestoredStateContinuesExactly) {
   EXPECT_EQ(a.last_checked_step, b.last_checked_step);
   EXPECT_EQ(a.model_driven_steps, b.model_driven_steps);
   EXPECT_EQ(a.model_phase_labels, b.model_phase_labels);
+  EXPECT_EQ(a.first_counted_step, b.first_counted_step);
+  EXPECT_EQ(a.inherited_history, b.inherited_history);
   EXPECT_GT(a.model_phase_labels, 0);
 }
 
