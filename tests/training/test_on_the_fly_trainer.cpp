@@ -246,6 +246,9 @@ TEST(OnTheFlyTrainer, TheJournalHoldsEveryAnswerAndAWarmStartRefillsTheBuffer) {
   run.steps(0, 0);
   EXPECT_EQ(run.trainer.session().report().buffer_frames, 7);   // 6 journalled + step 0
   EXPECT_GT(run.trainer.session().report().optimizer_steps, 0);
+  // The journal's labels came from steps 0-5: the policy's verifications are spaced as if that
+  // history were the run's own.
+  EXPECT_EQ(run.trainer.policy().state().inherited_history, 5);
 
   TrainerSettings other_units = warm;
   other_units.unit_style = "real";
