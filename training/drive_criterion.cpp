@@ -156,17 +156,12 @@ LabelDecision PosteriorAccuracy::judge_label(const LabelAssessment& assessment,
 
 namespace {
 
-// The predicted error that labels can lower: all of it while the irreducible part is below the
-// target, else what is left of it above that part.
-double reducible_error(double predicted, double irreducible, double target) {
-  if (irreducible < target) return predicted;
-  return std::sqrt(std::max(predicted * predicted - irreducible * irreducible, 0.0));
-}
-
 // Whether a predicted error asks for a label: above the target, and, when the irreducible part
 // alone is already above it, with a reducible part above it too.
 bool label_due(double predicted, double irreducible, double target) {
-  return predicted > target && reducible_error(predicted, irreducible, target) > target;
+  if (predicted <= target) return false;
+  if (irreducible < target) return true;
+  return std::sqrt(std::max(predicted * predicted - irreducible * irreducible, 0.0)) > target;
 }
 
 }  // namespace

@@ -1,5 +1,6 @@
 #include "on_the_fly_policy.h"
 
+#include <algorithm>
 #include <climits>
 #include <stdexcept>
 #include <utility>
@@ -141,10 +142,10 @@ CheckOutcome OnTheFlyPolicy::after_check(int64_t step, const DriveMeasurement& m
   state_.check_next_step = outcome.check_next_step && !outcome.reference_takes_over;
   if (!outcome.label && scheduled && criterion_->worth_verifying(measurement)) {
     const int64_t origin = std::max<int64_t>(state_.first_counted_step, 0);
-    const int64_t last_label = std::max(state_.last_labelled_step, origin);
+    const int64_t since = unlabelled_since();
     const int64_t interval =
-        std::max(last_label - origin + state_.inherited_history, *settings_.check_every);
-    outcome.verification = outcome.label = step - last_label >= interval;
+        std::max(since - origin + state_.inherited_history, *settings_.check_every);
+    outcome.verification = outcome.label = step - since >= interval;
   }
   if (!outcome.label) return outcome;
   state_.watch_floor = value;
@@ -152,6 +153,10 @@ CheckOutcome OnTheFlyPolicy::after_check(int64_t step, const DriveMeasurement& m
   ++state_.model_phase_labels;
   state_.reference_drives = outcome.reference_takes_over;
   return outcome;
+}
+
+int64_t OnTheFlyPolicy::unlabelled_since() const {
+  return std::max({state_.last_labelled_step, state_.first_counted_step, int64_t{0}});
 }
 
 bool OnTheFlyPolicy::after_refused_label() {

@@ -125,6 +125,9 @@ class OnTheFlyPolicy {
   // lets the criterion hand over again. Returns whether the reference took over.
   bool after_refused_label();
 
+  // The step since which the model has driven without a label: the last label, or the first
+  // counted step when there was none (after_check spaces its verifications from it).
+  int64_t unlabelled_since() const;
   // A warm start learned labels from `steps` steps of an earlier run's MD: verifications are
   // spaced as if that history were this run's.
   void inherit_labelled_history(int64_t steps) { state_.inherited_history = std::max<int64_t>(steps, 0); }

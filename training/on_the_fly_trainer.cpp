@@ -278,8 +278,7 @@ void OnTheFlyTrainer::on_step(int64_t step, MdFrameSource& md) {
     measure_uncertainty(frame, md, compares);
     const DriveMeasurement measured = measurement();
     note_noise_floor(step, measured);
-    const int64_t previous_label_step =
-        std::max(policy_.state().last_labelled_step, policy_.state().first_counted_step);
+    const int64_t unlabelled_since = policy_.unlabelled_since();
     const CheckOutcome outcome = policy_.after_check(step, measured);
     if (outcome.label && measured.extrapolates() && rank_ == 0 && messages_.log)
       messages_.log(formatted("step %.0f: labelled: its descriptors spread %.3g x as wide as the "
@@ -292,7 +291,7 @@ void OnTheFlyTrainer::on_step(int64_t step, MdFrameSource& md) {
                               "fit whose noise on its labels is above half the accuracy",
                               static_cast<double>(step), measured.predicted_force_error,
                               measured.predicted_energy_error,
-                              static_cast<double>(step - previous_label_step)));
+                              static_cast<double>(step - unlabelled_since)));
     if (outcome.reference_takes_over && rank_ == 0 && messages_.log)
       messages_.log("step " + std::to_string(step) + ": " + criterion->explain_take_over(measured));
     log_row(step, "check");
@@ -324,7 +323,8 @@ DriveMeasurement OnTheFlyTrainer::measurement() const {
   measured.predicted_force_error = counters_.predicted_force_error;
   measured.predicted_energy_error = counters_.predicted_energy_error;
   measured.irreducible_force_error = irreducible_force_error_;
-  measured.irreducible_energy_error = irreducible_energy_error_;
+  // The energy's irreducible part is the fit's noise itself (measure_uncertainty says why).
+  measured.irreducible_energy_error = fit_noise_.energy;
   measured.fit_force_noise = fit_noise_.force;
   measured.fit_energy_noise = fit_noise_.energy;
   measured.learned_forces = learned_forces();
@@ -828,7 +828,6 @@ void OnTheFlyTrainer::measure_uncertainty(const FramePart& frame, MdFrameSource&
     // on hundreds: a floor known only from below, so the calibration's excess counts as
     // reducible (64-atom Si from DFT: a bias of 2.6 meV/atom from early labels was held
     // irreducible and never labelled away, examples/si64-cp2k).
-    irreducible_energy_error_ = spread.energy_noise;
     fit_noise_ = {spread.force_noise, spread.energy_noise};
     if (session_->fits_in_closed_form()) descriptor_spread_ = session_->descriptor_spread(frame);
     prediction_kept_ = keep_prediction;

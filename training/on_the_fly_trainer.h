@@ -255,7 +255,6 @@ class OnTheFlyTrainer {
   // label removes (measure_uncertainty), and whether the warning about it was given.
   TrainingSession::DescriptorSpread descriptor_spread_;  // at the last check (closed form)
   double irreducible_force_error_ = 0.0;
-  double irreducible_energy_error_ = 0.0;
   struct {
     double force = 0.0, energy = 0.0;
   } fit_noise_;  // of a model fitted in closed form, uncalibrated
