@@ -2,6 +2,8 @@
 
 #include <stdexcept>
 
+#include "autocast_region.h"
+
 namespace otf {
 
 Potential::Potential(ModelSpec spec) : spec_(std::move(spec)) {
@@ -31,6 +33,12 @@ torch::Tensor Potential::with_energy_shifts(const torch::Tensor& network,
 torch::Tensor energy_gradient(const torch::Tensor& energies, const torch::Tensor& input,
                               const PairGradientOptions& options) {
   const torch::Tensor scaled = energies.sum() * options.gradient_scale;
+  // A backward pass, so outside any autocast region (docs/design.md §7.7), also where training
+  // takes it inside one to build the forces' graph: each op's backward then runs in the dtype of
+  // its forward. Inside, autocast would run the descriptor's backward products (kept in the input
+  // precision in the forward) in float16, where the standardisation's inverse scales (up to 1e6
+  // for a nearly constant feature) overflow them.
+  const AutocastRegion backward_precision = AutocastRegion::disabled(input.device());
   torch::Tensor gradient = torch::autograd::grad({scaled}, {input}, {},
                                                  /*retain_graph=*/options.create_graph,
                                                  /*create_graph=*/options.create_graph)[0];

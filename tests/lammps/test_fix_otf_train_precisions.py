@@ -2,12 +2,50 @@
 MD, the model learns from it), the validation force RMSE (f_t[3]) falls by at least 5x from its
 first value within 100 steps in float32, bfloat16 and float16. float16 with scale_init 2^40 first
 skips optimizer steps (f_t[6] > 0) with the loss scale (f_t[5]) halving at each skip, then steps
-proceed and the weights stay finite.
+proceed and the weights stay finite. float16 also trains a two-element model from Tersoff SiC
+(examples/sic-tersoff's start and descriptor): its forces were NaN there once (a float16 backward
+through the descriptor, docs/design.md §7.7), so every optimizer step was skipped and the fix
+stopped with its divergence error.
 """
 import math
 
 from lammps_harness import expect, main, run_lammps
-from pair_otf_common import ARGON_LJ_REFERENCE, argon_script, finite, write_argon_spec
+from pair_otf_common import ARGON_LJ_REFERENCE, argon_script, finite, write_argon_spec, write_spec
+
+# examples/sic-tersoff's descriptor (its narrow cutoff puts the second neighbours at 3.08 A in the
+# cutoff function's tail: tiny features, large standardisation scales), smaller networks.
+SIC_HYPERPARAMETERS = {"radial_functions": 12, "angular_radial_functions": 6,
+                       "max_angular_order": 3, "hidden": [16], "activation": "silu"}
+
+
+def sic_float16(ctx):
+    spec = write_spec(ctx, "sic.json", cutoff=3.2, dtype="float32", committee_size=2, seed=3,
+                      hyperparameters=SIC_HYPERPARAMETERS)
+    columns = " ".join(f"f_t[{i}]" for i in range(1, 20))
+    script = (f"plugin load {ctx.plugin}\nunits metal\nboundary p p p\natom_modify map array\n"
+              f"lattice diamond 4.3596\nregion box block 0 2 0 2 0 2\ncreate_box 2 box\n"
+              f"create_atoms 1 box basis 5 2 basis 6 2 basis 7 2 basis 8 2\n"
+              f"mass 1 28.0855\nmass 2 12.011\n"
+              f"velocity all create 2000.0 2027 mom yes rot yes dist gaussian\ntimestep 0.0005\n"
+              f"pair_style otf {spec}\npair_coeff * * Si C\n"
+              f"fix md all nvt temp 1000.0 1000.0 0.05\n"
+              f"fix t all otf/train reference tersoff coeff \"* * SiC.tersoff Si C\" "
+              f"precision float16 every 5 steps_per_frame 4 batch 4 lr 3e-3 seed 7 "
+              f"drive auto accuracy 0.2 0.005\n"
+              f"thermo_style custom step pe {columns}\nthermo_modify format float %.10g\n"
+              f"thermo 5\nrun 40\n")
+    result = run_lammps(ctx, script, name="in.sic-float16", check=False)
+    output = result.stdout + result.stderr + result.log
+    expect(result.returncode == 0 and "diverged" not in output,
+           f"SiC float16: the run failed; tail:\n{output[-1500:]}")
+    last = result.thermo[0][-1]
+    print(f"SiC float16: {last['f_t[7]']:.0f} optimizer steps, {last['f_t[6]']:.0f} skipped, "
+          f"loss scale {last['f_t[5]']:.6g}, validation force RMSE {last['f_t[3]']:.4g} eV/A")
+    # The skips are the GradScaler backing off from 65536 (a few halvings), not every step.
+    expect(last["f_t[7]"] > 2 * last["f_t[6]"],
+           f"SiC float16: {last['f_t[6]']:.0f} skipped against {last['f_t[7]']:.0f} steps")
+    expect(last["f_t[5]"] >= 1.0, f"SiC float16: loss scale fell to {last['f_t[5]']}")
+    expect(finite(last.values()) and last["f_t[3]"] > 0, f"SiC float16: {last}")
 
 
 def test(ctx):
@@ -49,6 +87,8 @@ def test(ctx):
     expect(last["f_t[6]"] > 0, "no skipped step from scale 2^40")
     expect(last["f_t[7]"] > 0, "no optimizer step ran after the skips")
     expect(finite(last.values()), f"non-finite values (weights or loss): {last}")
+
+    sic_float16(ctx)
 
 
 if __name__ == "__main__":

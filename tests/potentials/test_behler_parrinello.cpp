@@ -11,6 +11,7 @@
 #include <random>
 #include <utility>
 
+#include "autocast_region.h"
 #include "behler_parrinello_potential.h"
 #include "pair_moments.h"
 #include "potential_test_support.h"
@@ -250,6 +251,69 @@ TEST(BehlerParrinello, LowerPrecisionsStayCloseToFloat32) {
   }
   EXPECT_THROW(PotentialEvaluator(with_dtype(*model, "float64"), {Precision::BFloat16}),
                std::invalid_argument);
+}
+
+// Two elements alternating on a simple cubic lattice whose six neighbours sit just inside the
+// cutoff, displaced by `jitter`: the cutoff function makes every feature tiny (about 1e-6), so
+// the standardisation divides by scales near its floor, as for the rare pairs of SiC at 3.08 A.
+PeriodicConfiguration lattice_at_the_cutoff(double cutoff, double jitter, uint64_t seed) {
+  const int side = 4;
+  const double spacing = 0.97 * cutoff;
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> displacement(0.0, jitter);
+  PeriodicConfiguration config;
+  for (int a = 0; a < 3; ++a) config.cell[static_cast<std::size_t>(a)][static_cast<std::size_t>(a)] = side * spacing;
+  for (int i = 0; i < side; ++i)
+    for (int j = 0; j < side; ++j)
+      for (int k = 0; k < side; ++k) {
+        for (int v : {i, j, k}) config.positions.push_back(v * spacing + displacement(rng));
+        config.species.push_back((i + j + k) % 2);
+      }
+  return config;
+}
+
+// Training takes the forces inside the float16 region (create_graph, for the force loss). Their
+// backward through the descriptor must stay in the input precision: there the standardisation's
+// inverse scales (about 1e6 here) make gradients beyond float16's 65504, and a float16 backward
+// turned them into inf and NaN forces, so that float16 training skipped every step (SiC example).
+TEST(BehlerParrinello, Float16TrainingForcesSurviveLargeStandardisationScales) {
+  const double cutoff = 4.0;
+  std::vector<PeriodicConfiguration> statistics;
+  for (uint64_t seed : {1, 2, 3}) statistics.push_back(lattice_at_the_cutoff(cutoff, 0.01, seed));
+  const std::shared_ptr<Potential> model = create_potential(small_spec({"Si", "C"}, "float32", cutoff));
+  fit_statistics(*model, statistics);
+  const PeriodicConfiguration config = lattice_at_the_cutoff(cutoff, 0.02, 4);
+  const PeriodicSystem system(config, cutoff);
+  const NeighborGraph graph = neighbor_graph_from_view(system.view(), cutoff);
+  for (bool member_forces : {false, true}) {
+    PredictionOptions options;
+    options.create_graph = true;
+    options.member_forces = member_forces;
+    const Prediction reference = predict(*model, graph, options);
+    const double scale = reference.forces.abs().max().item<double>();
+    ASSERT_GT(scale, 0.0);
+    Prediction lower;
+    {
+      const AutocastRegion region(torch::kCPU, Precision::Float16);
+      lower = predict(*model, graph, options);
+    }
+    const torch::Tensor forces = member_forces ? lower.member_forces : lower.forces;
+    const torch::Tensor expected = member_forces ? reference.member_forces : reference.forces;
+    EXPECT_TRUE(torch::isfinite(forces).all().item<bool>()) << "member_forces " << member_forces;
+    EXPECT_LT((forces - expected).abs().max().item<double>(), 0.05 * scale) << "member_forces " << member_forces;
+    // The parameter gradients of a force loss (the double backward, outside the region) are
+    // finite at a loss scale that a GradScaler reaches by backing off (2^-8); unscaled, the
+    // network's float16 double backward overflows here (docs/design.md §7.8, pitfall 6).
+    const torch::Tensor scaled_loss = forces.square().sum() * std::ldexp(1.0, -8);
+    const std::vector<torch::Tensor> gradients =
+        torch::autograd::grad({scaled_loss}, model->parameters(), {}, /*retain_graph=*/false,
+                              /*create_graph=*/false, /*allow_unused=*/true);
+    for (const torch::Tensor& gradient : gradients) {
+      if (gradient.defined()) {
+        EXPECT_TRUE(torch::isfinite(gradient).all().item<bool>());
+      }
+    }
+  }
 }
 
 TEST(BehlerParrinello, BuffersDoNotGrowFromCallToCall) {
