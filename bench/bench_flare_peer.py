@@ -181,6 +181,10 @@ def otf_worker(job):
     snapshots = []
     snapshot_seconds = [0.0]
     reference_seconds = [0.0]
+    max_calls = job.get("max_calls")
+
+    class EnoughCalls(Exception):
+        """Raised after the call that reaches --max-calls: the run stops there."""
 
     class SnapshotOTF(OTF):
         """FLARE's OTF, saving the sparse GP after every update (timed apart from the run)."""
@@ -198,6 +202,8 @@ def otf_worker(job):
             snapshots.append(dict(calls=self.dft_count, step=self.curr_step, file=name,
                                   sparse=int(self.gp.sparse_gp.n_sparse)))
             snapshot_seconds[0] += time.perf_counter() - tic
+            if max_calls is not None and self.dft_count >= max_calls:
+                raise EnoughCalls()
 
     gp = build_sgp(settings, spec["species"])
     otf = SnapshotOTF(
@@ -221,14 +227,20 @@ def otf_worker(job):
     otf.md.step = ramped_step
 
     tic = time.perf_counter()
-    otf.run()
+    stopped = False
+    try:
+        otf.run()
+    except EnoughCalls:
+        stopped = True
     wall = time.perf_counter() - tic
-    result = dict(task=task, settings=settings, steps=total_steps, calls=otf.dft_count,
+    steps_run = max(1, otf.curr_step) if stopped else total_steps
+    result = dict(task=task, settings=settings, steps=steps_run, planned_steps=total_steps,
+                  stopped_at_max_calls=stopped, calls=otf.dft_count,
                   call_steps=list(otf.dft_frames), wall_s=wall,
                   snapshot_s=snapshot_seconds[0], reference_s=reference_seconds[0],
-                  ms_per_step=1000.0 * (wall - snapshot_seconds[0]) / total_steps,
+                  ms_per_step=1000.0 * (wall - snapshot_seconds[0]) / steps_run,
                   ms_per_step_without_reference=1000.0 * (wall - snapshot_seconds[0]
-                                                          - reference_seconds[0]) / total_steps,
+                                                          - reference_seconds[0]) / steps_run,
                   final_temperature=float(otf.atoms.get_temperature()),
                   final_pe_per_atom=float(otf.atoms.get_potential_energy() / len(otf.atoms)),
                   snapshots=snapshots, seed=job["seed"])
@@ -290,7 +302,7 @@ def flare_run(task, settings, label, args, steps_scale=1.0, required=True):
     for attempt in range(args.retries + 1):
         out = os.path.join(args.work, f"{task}-{label}-try{attempt}")
         job = dict(task=task, settings=settings, steps_scale=steps_scale, out=out,
-                   data=args.data, seed=1000 + attempt)
+                   data=args.data, seed=1000 + attempt, max_calls=args.max_calls)
         os.makedirs(out, exist_ok=True)
         code = in_subprocess("worker-otf", job, os.path.join(out, "job.json"),
                              os.path.join(out, "worker.log"))
@@ -368,6 +380,9 @@ def report(task, label, result, errors):
           f"{s['l_max']}, power {s['power']}, std_tolerance {s['std_tolerance']:g}, "
           f"update_threshold {s['update_threshold']:g}, hyperparameters trained for the first "
           f"{s['train_hyps_calls']} calls")
+    if result.get("stopped_at_max_calls"):
+        print(f"   stopped at --max-calls {result['calls']}, step {result['steps']} of "
+              f"{result['planned_steps']}")
     print(f"   reference calls: {result['calls']} in {result['steps']} steps (at steps "
           f"{result['call_steps'][:12]}{' ...' if len(result['call_steps']) > 12 else ''}); "
           f"attempts {result['attempts']}")
@@ -403,6 +418,9 @@ def main():
                         help="fraction of the task's steps in each tuning run")
     parser.add_argument("--best", help="JSON of settings to use as best instead of tuning")
     parser.add_argument("--steps-scale", type=float, default=1.0)
+    parser.add_argument("--max-calls", type=int,
+                        help="stop a run after this many reference calls (its calls-to-accuracy "
+                             "curve up to there; a setting that asks almost every step)")
     parser.add_argument("--retries", type=int, default=3)
     parser.add_argument("--summary", help="write every result as JSON here")
     parser.add_argument("--worker-otf", help=argparse.SUPPRESS)
