@@ -47,6 +47,17 @@ std::vector<double> average_ranks(const std::vector<double>& values) {
   return ranks;
 }
 
+// The median (the mean of the middle two for an even count) of a non-empty sample.
+double median(std::vector<double> values) {
+  const std::size_t middle = values.size() / 2;
+  std::nth_element(values.begin(), values.begin() + static_cast<std::ptrdiff_t>(middle),
+                   values.end());
+  const double upper = values[middle];
+  if (values.size() % 2 == 1) return upper;
+  return 0.5 * (upper + *std::max_element(values.begin(),
+                                          values.begin() + static_cast<std::ptrdiff_t>(middle)));
+}
+
 }  // namespace
 
 ErrorCalibration::ErrorCalibration(int64_t window_labels, bool spread_is_error_estimate) :
@@ -67,24 +78,26 @@ void ErrorCalibration::add(LabelErrorSample sample) {
 }
 
 double ErrorCalibration::force_scale() const {
-  double error_sq = 0.0, spread_sq = 0.0;
-  for (const LabelErrorSample& s : samples_)
+  std::vector<double> ratios;
+  for (const LabelErrorSample& s : samples_) {
+    double error_sq = 0.0, spread_sq = 0.0;
     for (std::size_t i = 0; i < s.force_spread.size(); ++i) {
       error_sq += s.force_error[i] * s.force_error[i];
       spread_sq += s.force_spread[i] * s.force_spread[i];
     }
-  if (error_sq == 0.0 && spread_sq == 0.0) return 1.0;
-  return floored(std::sqrt(error_sq / std::max(spread_sq, kSmallestSpread * kSmallestSpread)));
+    if (error_sq == 0.0 && spread_sq == 0.0) continue;  // a perfect lattice: no forces to err on
+    ratios.push_back(error_sq / std::max(spread_sq, kSmallestSpread * kSmallestSpread));
+  }
+  return ratios.empty() ? 1.0 : floored(std::sqrt(median(std::move(ratios))));
 }
 
 double ErrorCalibration::energy_scale() const {
-  double error_sq = 0.0, spread_sq = 0.0;
+  std::vector<double> ratios;
   for (const LabelErrorSample& s : samples_) {
-    error_sq += s.energy_error * s.energy_error;
-    spread_sq += s.energy_spread * s.energy_spread;
+    if (s.energy_error == 0.0 && s.energy_spread == 0.0) continue;
+    ratios.push_back(std::abs(s.energy_error) / std::max(s.energy_spread, kSmallestSpread));
   }
-  if (error_sq == 0.0 && spread_sq == 0.0) return 1.0;
-  return floored(std::sqrt(error_sq / std::max(spread_sq, kSmallestSpread * kSmallestSpread)));
+  return ratios.empty() ? 1.0 : floored(median(std::move(ratios)));
 }
 
 double ErrorCalibration::predicted_force_rmse(double mean_square_spread) const {

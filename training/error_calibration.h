@@ -44,10 +44,13 @@ class ErrorCalibration {
   int64_t samples() const { return static_cast<int64_t>(samples_.size()); }
   int64_t window_labels() const { return window_labels_; }
 
-  // sqrt(sum error^2 / sum spread^2) over the window's atoms (1 without samples): the factor
-  // that turns the committee's spread into the expected force error.
+  // The factor that turns the committee's spread into the expected force error: the root of the
+  // median over the window's labels of each label's sum error^2 / sum spread^2 over its atoms
+  // (1 without samples). Each label counts once: as a sum over all the window's atoms, one label
+  // taken where the committee disagreed wildly (a spread 50x the others') outweighed a dozen
+  // later ones and left the predictions 3x too small (examples/sic-tersoff).
   double force_scale() const;
-  // The same for the per-atom energy (1 without samples).
+  // The same for the per-atom energy: the median of |error| / spread (1 without samples).
   double energy_scale() const;
   // Expected force RMSE per component of a frame whose atoms' squared spreads average
   // mean_square_spread: force_scale() * sqrt(mean_square_spread / 3).

@@ -41,6 +41,29 @@ TEST(ErrorCalibration, ScalesAreRatiosOfRootMeanSquares) {
   EXPECT_NEAR(calibration.predicted_energy_error(0.001), 0.003, 1e-12);
 }
 
+// Each label counts once, whatever the size of its spread: a label taken where the committee
+// disagreed 100x more than on the others (its error half its spread) does not hide that the
+// others' errors are 3x theirs. (As one ratio of sums over all atoms the scale was 0.5.)
+TEST(ErrorCalibration, OneLabelOfAWildlyDisagreeingCommitteeDoesNotSetTheScale) {
+  ErrorCalibration calibration;
+  calibration.add(sample({10.0, 10.0}, {5.0, 5.0}, 1.0, 0.5));
+  for (int label = 0; label < 6; ++label)
+    calibration.add(sample({0.1, 0.1}, {0.3, 0.3}, 0.001, 0.003));
+  EXPECT_NEAR(calibration.force_scale(), 3.0, 1e-12);
+  EXPECT_NEAR(calibration.energy_scale(), 3.0, 1e-12);
+  // Labels whose forces are all zero, predicted so (a perfect lattice), say nothing.
+  ErrorCalibration lattice;
+  lattice.add(sample({0.0, 0.0}, {0.0, 0.0}));
+  EXPECT_EQ(lattice.force_scale(), 1.0);
+  lattice.add(sample({0.1, 0.1}, {0.2, 0.2}));
+  EXPECT_NEAR(lattice.force_scale(), 2.0, 1e-12);
+  // An even count takes the mean of the middle two ratios of squares: (4 + 16) / 2.
+  lattice.add(sample({0.1}, {0.4}));
+  lattice.add(sample({0.1}, {0.1}));
+  lattice.add(sample({0.1}, {0.5}));
+  EXPECT_NEAR(lattice.force_scale(), std::sqrt(10.0), 1e-12);
+}
+
 TEST(ErrorCalibration, TheBoundCoversTheAskedFractionOfAtoms) {
   ErrorCalibration calibration(1000);
   std::mt19937 generator(3);
@@ -108,12 +131,12 @@ TEST(ErrorCalibration, SamplesOfAModelWithUnderHalfTheLabelsAreDropped) {
   early.model_labels = 2;
   calibration.add(early);
   for (int64_t labels = 3; labels <= 4; ++labels) {
-    LabelErrorSample later = sample({1.0}, {1.0});
+    LabelErrorSample later = sample({1.0}, {labels == 3 ? 10.0 : 1.0});
     later.model_labels = labels;
     calibration.add(later);
   }
   EXPECT_EQ(calibration.samples(), 3) << "4 labels is not more than twice 2";
-  EXPECT_NEAR(calibration.force_scale(), std::sqrt(102.0 / 3.0), 1e-12);
+  EXPECT_NEAR(calibration.force_scale(), 10.0, 1e-12) << "the median of 10, 10 and 1";
   LabelErrorSample newest = sample({1.0}, {1.0});
   newest.model_labels = 5;
   calibration.add(newest);
