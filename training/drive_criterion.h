@@ -51,9 +51,6 @@ struct LabelAssessment {
   double label_force_error = -1.0;
   double label_energy_error = -1.0;
   int64_t calibration_samples = 0;
-  // The labelled frames still widen the descriptor statistics that the trained network's inputs
-  // are standardised with (training started before they were representative).
-  bool statistics_widening = false;
 };
 
 // What a label asks of the policy.

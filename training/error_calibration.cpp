@@ -79,25 +79,38 @@ void ErrorCalibration::add(LabelErrorSample sample) {
 
 double ErrorCalibration::force_scale() const {
   std::vector<double> ratios;
+  double error_sq = 0.0, spread_sq = 0.0;
   for (const LabelErrorSample& s : samples_) {
-    double error_sq = 0.0, spread_sq = 0.0;
+    double label_error_sq = 0.0, label_spread_sq = 0.0;
     for (std::size_t i = 0; i < s.force_spread.size(); ++i) {
-      error_sq += s.force_error[i] * s.force_error[i];
-      spread_sq += s.force_spread[i] * s.force_spread[i];
+      label_error_sq += s.force_error[i] * s.force_error[i];
+      label_spread_sq += s.force_spread[i] * s.force_spread[i];
     }
-    if (error_sq == 0.0 && spread_sq == 0.0) continue;  // a perfect lattice: no forces to err on
-    ratios.push_back(error_sq / std::max(spread_sq, kSmallestSpread * kSmallestSpread));
+    error_sq += label_error_sq;
+    spread_sq += label_spread_sq;
+    if (label_error_sq == 0.0 && label_spread_sq == 0.0) continue;  // no forces to err on
+    ratios.push_back(label_error_sq /
+                     std::max(label_spread_sq, kSmallestSpread * kSmallestSpread));
   }
-  return ratios.empty() ? 1.0 : floored(std::sqrt(median(std::move(ratios))));
+  if (ratios.empty()) return 1.0;
+  if (spread_is_error_estimate_)
+    return floored(std::sqrt(error_sq / std::max(spread_sq, kSmallestSpread * kSmallestSpread)));
+  return floored(std::sqrt(median(std::move(ratios))));
 }
 
 double ErrorCalibration::energy_scale() const {
   std::vector<double> ratios;
+  double error_sq = 0.0, spread_sq = 0.0;
   for (const LabelErrorSample& s : samples_) {
+    error_sq += s.energy_error * s.energy_error;
+    spread_sq += s.energy_spread * s.energy_spread;
     if (s.energy_error == 0.0 && s.energy_spread == 0.0) continue;
     ratios.push_back(std::abs(s.energy_error) / std::max(s.energy_spread, kSmallestSpread));
   }
-  return ratios.empty() ? 1.0 : floored(median(std::move(ratios)));
+  if (ratios.empty()) return 1.0;
+  if (spread_is_error_estimate_)
+    return floored(std::sqrt(error_sq / std::max(spread_sq, kSmallestSpread * kSmallestSpread)));
+  return floored(median(std::move(ratios)));
 }
 
 double ErrorCalibration::predicted_force_rmse(double mean_square_spread) const {

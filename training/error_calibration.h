@@ -44,13 +44,18 @@ class ErrorCalibration {
   int64_t samples() const { return static_cast<int64_t>(samples_.size()); }
   int64_t window_labels() const { return window_labels_; }
 
-  // The factor that turns the committee's spread into the expected force error: the root of the
-  // median over the window's labels of each label's sum error^2 / sum spread^2 over its atoms
-  // (1 without samples). Each label counts once: as a sum over all the window's atoms, one label
+  // The factor that turns the committee's spread into the expected force error (1 without
+  // samples): the root of the median over the window's labels of each label's sum error^2 / sum
+  // spread^2 over its atoms. Each label counts once: a committee's spread is proportional to its
+  // error within a label, not across labels, and as one sum over all the window's atoms a label
   // taken where the committee disagreed wildly (a spread 50x the others') outweighed a dozen
-  // later ones and left the predictions 3x too small (examples/sic-tersoff).
+  // later ones and left the predictions 3x too small (docs/design.md §13.1). A posterior's spread
+  // (spread_is_error_estimate) is one error estimate throughout: its scale is pooled over all the
+  // window's atoms, sqrt(sum error^2 / sum spread^2), the maximum-likelihood factor of a common
+  // variance.
   double force_scale() const;
-  // The same for the per-atom energy: the median of |error| / spread (1 without samples).
+  // The same for the per-atom energy: the median of |error| / spread, or the pooled root mean
+  // square ratio for a posterior.
   double energy_scale() const;
   // Expected force RMSE per component of a frame whose atoms' squared spreads average
   // mean_square_spread: force_scale() * sqrt(mean_square_spread / 3).

@@ -122,12 +122,7 @@ int64_t OnTheFlyPolicy::earliest_label_step_after(int64_t step) const {
 
 LabelDecision OnTheFlyPolicy::after_label(const LabelAssessment& assessment) {
   if (!criterion_) return LabelDecision::None;
-  LabelDecision decision = criterion_->judge_label(assessment, state_.reference_drives);
-  // Not while the labelled configurations still widen the descriptor statistics (a crystal
-  // warming up): the model trains on them, but what it would drive to lies beyond what it has
-  // seen, in inputs standardised by scales fitted to narrower frames (docs/design.md §9.5).
-  if (decision == LabelDecision::ModelDrives && assessment.statistics_widening)
-    decision = LabelDecision::None;
+  const LabelDecision decision = criterion_->judge_label(assessment, state_.reference_drives);
   if (decision == LabelDecision::ModelDrives) state_.reference_drives = false;
   if (decision == LabelDecision::ReferenceDrives) state_.reference_drives = true;
   return decision;

@@ -373,8 +373,6 @@ void OnTheFlyTrainer::assess_label(int64_t step) {
   assessment.label_force_error = counters_.label_force_error;
   assessment.label_energy_error = counters_.label_energy_error;
   assessment.calibration_samples = calibration_.samples();
-  assessment.statistics_widening =
-      !session_->statistics_frozen() && !session_->fits_in_closed_form();
   const LabelDecision decision = policy_.after_label(assessment);
   if (decision == LabelDecision::None || rank_ != 0 || !messages_.log) return;
   messages_.log("step " + std::to_string(step) + ": " +
@@ -591,7 +589,6 @@ bool OnTheFlyTrainer::learn_walker_round(int64_t step, const LabelledFrame* labe
     agreed("learning the walkers' labels of step " + std::to_string(step), [&] {
       snapshot_step_weights(step);
       const bool statistics_were_ready = session_->statistics_ready();
-      const bool statistics_were_frozen = session_->statistics_frozen();
       std::vector<std::unique_ptr<WholeFramePart>> parts;
       for (int64_t k = 0; k < round.frame_count; ++k) {
         parts.push_back(std::make_unique<WholeFramePart>(
@@ -599,7 +596,7 @@ bool OnTheFlyTrainer::learn_walker_round(int64_t step, const LabelledFrame* labe
             world_));
         session_->add_frame(parts.back()->part());
       }
-      log_statistics_change(step, statistics_were_ready, statistics_were_frozen);
+      if (!statistics_were_ready && session_->statistics_ready()) log_statistics_frozen(step);
       session_->train();
       // As after a walker's own label without walkers: the label fit, here of every label of the
       // round in walker order, the same on every walker.
@@ -685,9 +682,8 @@ bool OnTheFlyTrainer::label_and_train(int64_t step, const FramePart& frame, MdFr
                                std::to_string(frame.system.num_local) + " owned atoms");
     snapshot_step_weights(step);
     const bool statistics_were_ready = session_->statistics_ready();
-    const bool statistics_were_frozen = session_->statistics_frozen();
     session_->add_frame(labelled);
-    log_statistics_change(step, statistics_were_ready, statistics_were_frozen);
+    if (!statistics_were_ready && session_->statistics_ready()) log_statistics_frozen(step);
     session_->train();
     const DriveCriterion* criterion = policy_.criterion();
     if (criterion && criterion->label_fit_force_error() > 0.0) train_on_label(labelled);
@@ -786,13 +782,9 @@ OnTheFlyTrainer::LabelVerdict OnTheFlyTrainer::judge_label_values(int64_t step,
   return finite ? LabelVerdict::Outlier : LabelVerdict::NotFinite;
 }
 
-void OnTheFlyTrainer::log_statistics_change(int64_t step, bool were_ready, bool were_frozen) const {
-  if (rank_ != 0 || !messages_.log) return;
-  const bool ready = session_->statistics_ready();
-  if (!were_ready && ready)
-    messages_.log(statistics_frozen_line(step, session_->statistics_summary()));
-  else if (were_ready && !were_frozen && session_->statistics_frozen())
-    messages_.log(statistics_frozen_later_line(step, session_->statistics_summary()));
+void OnTheFlyTrainer::log_statistics_frozen(int64_t step) const {
+  const StatisticsSummary summary = session_->statistics_summary();
+  if (rank_ == 0 && messages_.log) messages_.log(statistics_frozen_line(step, summary));
 }
 
 void OnTheFlyTrainer::check_divergence(int64_t step, int64_t skipped_before) {

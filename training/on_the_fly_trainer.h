@@ -213,10 +213,9 @@ class OnTheFlyTrainer {
   // here in walker order. label: this walker's (rank 0), or null. Returns whether every walker
   // has finished the step.
   bool learn_walker_round(int64_t step, const LabelledFrame* label, bool at_step_end);
+  // Rank 0 says where the descriptor statistics came from, when they were just frozen.
   void log_frame_parts() const;
-  // Rank 0 says where the descriptor statistics came from when training starts, and when they
-  // are frozen later (the frame just added did either).
-  void log_statistics_change(int64_t step, bool were_ready, bool were_frozen) const;
+  void log_statistics_frozen(int64_t step) const;
   void check_divergence(int64_t step, int64_t skipped_before);
   void save_model(int64_t step, const char* why);
   template <typename Body> void agreed(const std::string& what, Body&& body);

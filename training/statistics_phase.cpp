@@ -29,10 +29,7 @@ StatisticsPhase::StatisticsPhase(int64_t frames_needed, bool already_frozen, int
 
 void StatisticsPhase::add_frame(Potential& potential, const NeighborGraph& graph,
                                 double frame_energy, Communicator& communicator) {
-  // Training has started on statistics that the descriptors still widen (see the header).
-  const bool still_widening = ready_ && !keeps_gathering_ && frames_needed_ > 0 &&
-                              !potential.descriptor_statistics_frozen();
-  if (ready_ && !keeps_gathering_ && !still_widening) return;
+  if (ready_ && !keeps_gathering_) return;
   const LocalEnvironments env =
       local_environments(owned_centres(graph).to(potential.device()), potential.num_species(),
                          potential.cutoff(), potential.dtype());
@@ -42,29 +39,20 @@ void StatisticsPhase::add_frame(Potential& potential, const NeighborGraph& graph
   moments.sum = moments.sum.to(torch::kFloat64).cpu().contiguous();
   moments.sum_sq = moments.sum_sq.to(torch::kFloat64).cpu().contiguous();
   communicator.all_reduce_sum({moments.count, moments.sum, moments.sum_sq});
-  last_spread_ratio_ = energies_.empty() && !still_widening
-                           ? 0.0
-                           : potential.descriptor_spread_ratio(moments);
+  last_spread_ratio_ = energies_.empty() ? 0.0 : potential.descriptor_spread_ratio(moments);
   last_limit_ = representative_limit(moments.count.sum().item<double>());
   potential.accumulate_descriptor_statistics(moments);
-  if (still_widening) {
-    counts_.push_back(moments.count.clone());
-    energies_.push_back(frame_energy);
-    if (last_spread_ratio_ <= last_limit_ || frames() >= max_frames_)
-      potential.freeze_descriptor_statistics();
-    return;
-  }
   if (ready_) return;  // keeps gathering: the shifts were fitted on the first frame
   counts_.push_back(moments.count.clone());
   energies_.push_back(frame_energy);
   const int64_t seen = frames();
   if (seen < frames_needed_) return;
   const bool representative = seen > 1 && last_spread_ratio_ <= last_limit_;
+  if (!representative && seen < max_frames_ && !keeps_gathering_) return;
   torch::NoGradGuard no_grad;
   if (!potential.energy_shifts_fitted())
     potential.fit_energy_shifts(torch::stack(counts_), torch::tensor(energies_, torch::kFloat64));
-  if (!keeps_gathering_ && (representative || seen >= max_frames_))
-    potential.freeze_descriptor_statistics();
+  if (!keeps_gathering_) potential.freeze_descriptor_statistics();
   ready_ = true;
 }
 

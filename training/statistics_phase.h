@@ -1,12 +1,10 @@
 // The statistics phase of on-the-fly training: the first frames' descriptor moments (reduced
 // over ranks) standardise the descriptors, and their energies fit per-species energy shifts;
-// training starts after the frames asked for (docs/potentials.md, descriptor statistics).
-// The statistics are frozen once representative: a frame that spreads no wider than the
-// statistics gathered before it. Until then (a perfect crystal warming up, whose first frames are
-// nearly identical) every frame still widens them, up to default_max_frames(), while the model
-// already trains and may drive: training on every label absorbs the shifting standardisation,
-// and waiting for representative statistics cost a labelled frame per step for the 20-odd steps
-// of a warming crystal, all before the first training (docs/design.md §9.5).
+// then both are frozen and training starts (docs/potentials.md, descriptor statistics).
+// The phase takes at least the frames asked for and goes on while they are not yet
+// representative: as long as the newest frame's descriptors spread wider than the statistics
+// gathered before it (a perfect crystal warming up, whose first frames are nearly identical),
+// up to default_max_frames() (docs/design.md §9.5).
 #pragma once
 
 #include <torch/serialize.h>
@@ -36,9 +34,8 @@ class StatisticsPhase {
   static constexpr int64_t kMinFrameLimit = 50;
   static int64_t default_max_frames(int64_t frames_needed);
 
-  // frames_needed 0, or a model whose statistics are frozen already (already_frozen; or trained
-  // already, its statistics still widening): ready at once. max_frames (0: default_max_frames)
-  // bounds the phase.
+  // frames_needed 0, or a model whose statistics are frozen already: ready at once. max_frames
+  // (0: default_max_frames) bounds the phase.
   // keeps_gathering (a model fitted in closed form, which is refitted from every frame with the
   // statistics of the moment): ready after the first frame, whose energy fits the shifts, and
   // every later frame still adds its moments; nothing is frozen.
@@ -54,10 +51,9 @@ class StatisticsPhase {
   double last_spread_ratio() const { return last_spread_ratio_; }
   // The limit the last frame was compared with.
   double last_limit() const { return last_limit_; }
-  // Collective: adds a frame (this rank's part as `graph`, the whole frame's energy). The
-  // frames_needed-th frame fits the energy shifts (unless fitted already) and makes the phase
-  // ready; the first representative frame from frames_needed on, or the last allowed, freezes
-  // the statistics.
+  // Collective: adds a frame (this rank's part as `graph`, the whole frame's energy). The last
+  // needed frame (the first representative one from frames_needed on, or the last allowed) fits
+  // the energy shifts (unless fitted already) and freezes the statistics.
   void add_frame(Potential& potential, const NeighborGraph& graph, double frame_energy,
                  Communicator& communicator);
 

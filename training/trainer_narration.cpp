@@ -46,12 +46,7 @@ std::string trainer_settings_line(const TrainerSettings& settings, const DriveCr
 std::string statistics_frozen_line(int64_t step, const StatisticsSummary& s) {
   std::string line = "step " + std::to_string(step) + ": descriptor statistics and energy shifts "
                      "from " + std::to_string(s.frames) + " labelled frames";
-  if (!s.frozen)
-    line += formatted(" (stats_frames %.0f; the descriptors still widen: the last frame spread "
-                      "%.3g x as wide as those before it, so the statistics go on with the "
-                      "frames to come until they stop widening)",
-                      static_cast<double>(s.frames_asked), s.last_spread_ratio);
-  else if (s.frames > s.frames_asked && s.last_spread_ratio <= s.last_limit)
+  if (s.frames > s.frames_asked && s.last_spread_ratio <= s.last_limit)
     line += formatted(" (stats_frames %.0f, and on until the descriptors stopped widening: the "
                       "last frame spread %.3g x as wide as those before it)",
                       static_cast<double>(s.frames_asked), s.last_spread_ratio);
@@ -60,16 +55,6 @@ std::string statistics_frozen_line(int64_t step, const StatisticsSummary& s) {
                       "the last frame spread %.3g x as wide as those before it)",
                       static_cast<double>(s.frames_asked), s.last_spread_ratio);
   return line + "; training starts";
-}
-
-std::string statistics_frozen_later_line(int64_t step, const StatisticsSummary& s) {
-  return "step " + std::to_string(step) + ": descriptor statistics frozen after " +
-         std::to_string(s.frames) + " labelled frames" +
-         (s.last_spread_ratio <= s.last_limit
-              ? formatted(" (the descriptors stopped widening: the last frame spread %.3g x as "
-                          "wide as those before it)", s.last_spread_ratio)
-              : formatted(" (the limit; the descriptors were still widening: the last frame "
-                          "spread %.3g x as wide as those before it)", s.last_spread_ratio));
 }
 
 std::string frame_parts_line(int ranks, const long long low[2], const long long high[2],

@@ -25,8 +25,6 @@ std::string trainer_settings_line(const TrainerSettings& settings, const DriveCr
                                   const std::string& device);
 // Where the descriptor statistics and energy shifts came from, when they were just frozen.
 std::string statistics_frozen_line(int64_t step, const StatisticsSummary& summary);
-// When statistics that still widened as training started are frozen.
-std::string statistics_frozen_later_line(int64_t step, const StatisticsSummary& summary);
 // What the ranks' parts of the last labelled frame held: min, max and sum over the ranks of the
 // centres each evaluated ([0]) and of its atoms with their ghost shell ([1]).
 std::string frame_parts_line(int ranks, const long long low[2], const long long high[2],

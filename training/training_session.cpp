@@ -260,13 +260,9 @@ TrainingSession::TrainingSession(std::shared_ptr<Potential> potential,
     std::vector<torch::Tensor> state_tensors = model_state_tensors(*s.potential);
     broadcast_parameters(*s.communicator, state_tensors, 0);
   }
-  // A model file saved while its statistics still widened was trained already: it trains on
-  // (and its statistics widen on) from the first frame, as in the run that saved it.
-  const bool trained_while_widening =
-      s.potential->energy_shifts_fitted() && !s.potential->learns_in_closed_form();
   s.statistics = std::make_unique<StatisticsPhase>(
-      settings.stats_frames, s.potential->descriptor_statistics_frozen() || trained_while_widening,
-      0, s.potential->learns_in_closed_form());
+      settings.stats_frames, s.potential->descriptor_statistics_frozen(), 0,
+      s.potential->learns_in_closed_form());
 }
 
 TrainingSession::~TrainingSession() = default;
@@ -274,11 +270,6 @@ TrainingSession::~TrainingSession() = default;
 bool TrainingSession::statistics_ready() const
 {
   return impl_->statistics->ready();
-}
-
-bool TrainingSession::statistics_frozen() const
-{
-  return impl_->potential->descriptor_statistics_frozen();
 }
 
 const std::shared_ptr<Potential> &TrainingSession::potential() const
@@ -289,8 +280,7 @@ const std::shared_ptr<Potential> &TrainingSession::potential() const
 StatisticsSummary TrainingSession::statistics_summary() const
 {
   const StatisticsPhase &phase = *impl_->statistics;
-  return {phase.frames(), phase.frames_needed(), phase.last_spread_ratio(), phase.last_limit(),
-          impl_->potential->descriptor_statistics_frozen()};
+  return {phase.frames(), phase.frames_needed(), phase.last_spread_ratio(), phase.last_limit()};
 }
 
 void TrainingSession::add_frame(const FramePart &frame)

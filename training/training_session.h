@@ -73,7 +73,6 @@ struct StatisticsSummary {
   int64_t frames_asked = 0;
   double last_spread_ratio = 0.0;
   double last_limit = 0.0;    // what that was compared with
-  bool frozen = false;        // else the frames still widen them, while the model trains
 };
 
 // The committee's spread on one frame, summed over the ranks.
@@ -141,8 +140,6 @@ class TrainingSession {
   // The model being trained (the pair style's, shared).
   const std::shared_ptr<Potential> &potential() const;
   bool statistics_ready() const;
-  // Whether the descriptor statistics are frozen (they may still widen once training started).
-  bool statistics_frozen() const;
   // Frames the descriptor statistics came from, the frames asked for (stats_frames), and how
   // much wider than those before it the last one spread (StatisticsPhase).
   StatisticsSummary statistics_summary() const;

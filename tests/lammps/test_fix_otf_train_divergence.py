@@ -83,23 +83,17 @@ def test(ctx):
     expect(all(-400.0 < e < -150.0 for e in energies),
            f"the model's energy ran away from the crystal's (about -277 eV): {energies}")
 
-    # A perfect lattice, statistics from "the first 4 frames" one step apart: training starts
-    # after them, and the statistics go on widening until the frames stop widening them.
+    # A perfect lattice, statistics from "the first 4 frames" one step apart.
     result = run_lammps(ctx, silicon(ctx, spec, "every 1 stats_frames 4 drive reference",
                                      temperature=600, steps=200), name="in.perfect-every1")
-    started = re.findall(r"^fix otf/train: step (\d+): descriptor statistics and energy shifts "
-                         r"from (\d+) labelled frames \(stats_frames 4; the descriptors still "
-                         r"widen", result.log, re.MULTILINE)
-    frozen = re.findall(r"^fix otf/train: step (\d+): descriptor statistics frozen after (\d+) "
-                        r"labelled frames \(the descriptors stopped widening", result.log,
-                        re.MULTILINE)
+    frozen = re.findall(r"^fix otf/train: step (\d+): descriptor statistics and energy shifts from "
+                        r"(\d+) labelled frames \(stats_frames 4, and on until the descriptors "
+                        r"stopped widening", result.log, re.MULTILINE)
     last = result.thermo[0][-1]
-    print(f"perfect lattice, every 1 stats_frames 4: training from {started}, statistics frozen "
-          f"{frozen}; at step 200 loss {last['f_train[1]']:.4g}, validation force RMSE "
-          f"{last['f_train[3]']:.4g} eV/A")
-    expect(started == [("3", "4")], f"training did not start after the 4 frames: {started}")
+    print(f"perfect lattice, every 1 stats_frames 4: statistics {frozen}; at step 200 loss "
+          f"{last['f_train[1]']:.4g}, validation force RMSE {last['f_train[3]']:.4g} eV/A")
     expect(len(frozen) == 1 and int(frozen[0][1]) > 8,
-           f"the statistics did not go on widening past 4 nearly identical frames: {frozen}")
+           f"the statistics phase did not go on past 4 nearly identical frames: {frozen}")
     expect(finite_thermo(result), "non-finite thermo value (every 1 stats_frames 4)")
     expect(last["f_train[1]"] < 3.0 and last["f_train[3]"] < 0.3,
            f"training from unrepresentative statistics: loss {last['f_train[1]']}, validation "

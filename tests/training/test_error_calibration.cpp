@@ -41,9 +41,9 @@ TEST(ErrorCalibration, ScalesAreRatiosOfRootMeanSquares) {
   EXPECT_NEAR(calibration.predicted_energy_error(0.001), 0.003, 1e-12);
 }
 
-// Each label counts once, whatever the size of its spread: a label taken where the committee
-// disagreed 100x more than on the others (its error half its spread) does not hide that the
-// others' errors are 3x theirs. (As one ratio of sums over all atoms the scale was 0.5.)
+// Each label counts once, whatever the size of its committee spread: a label taken where the
+// committee disagreed 100x more than on the others (its error half its spread) does not hide that
+// the others' errors are 3x theirs. (As one ratio of sums over all atoms the scale was 0.5.)
 TEST(ErrorCalibration, OneLabelOfAWildlyDisagreeingCommitteeDoesNotSetTheScale) {
   ErrorCalibration calibration;
   calibration.add(sample({10.0, 10.0}, {5.0, 5.0}, 1.0, 0.5));
@@ -51,6 +51,12 @@ TEST(ErrorCalibration, OneLabelOfAWildlyDisagreeingCommitteeDoesNotSetTheScale) 
     calibration.add(sample({0.1, 0.1}, {0.3, 0.3}, 0.001, 0.003));
   EXPECT_NEAR(calibration.force_scale(), 3.0, 1e-12);
   EXPECT_NEAR(calibration.energy_scale(), 3.0, 1e-12);
+  // A posterior's spread is one error estimate throughout: its scale pools all atoms (here the
+  // wild label's errors are twice its spread, the others' three times theirs).
+  ErrorCalibration posterior(40, true);
+  posterior.add(sample({10.0, 10.0}, {20.0, 20.0}));
+  for (int label = 0; label < 6; ++label) posterior.add(sample({0.1, 0.1}, {0.3, 0.3}));
+  EXPECT_NEAR(posterior.force_scale(), std::sqrt((800.0 + 6 * 0.18) / (200.0 + 6 * 0.02)), 1e-12);
   // Labels whose forces are all zero, predicted so (a perfect lattice), say nothing.
   ErrorCalibration lattice;
   lattice.add(sample({0.0, 0.0}, {0.0, 0.0}));
