@@ -77,40 +77,42 @@ void ErrorCalibration::add(LabelErrorSample sample) {
   while (static_cast<int64_t>(samples_.size()) > window_labels_) samples_.pop_front();
 }
 
-double ErrorCalibration::force_scale() const {
+double ErrorCalibration::scale_of(const std::vector<LabelSquares>& labels,
+                                  bool of_squares) const {
+  constexpr double kSmallestSquare = kSmallestSpread * kSmallestSpread;
+  double error = 0.0, spread = 0.0;
   std::vector<double> ratios;
-  double error_sq = 0.0, spread_sq = 0.0;
-  for (const LabelErrorSample& s : samples_) {
-    double label_error_sq = 0.0, label_spread_sq = 0.0;
-    for (std::size_t i = 0; i < s.force_spread.size(); ++i) {
-      label_error_sq += s.force_error[i] * s.force_error[i];
-      label_spread_sq += s.force_spread[i] * s.force_spread[i];
-    }
-    error_sq += label_error_sq;
-    spread_sq += label_spread_sq;
-    if (label_error_sq == 0.0 && label_spread_sq == 0.0) continue;  // no forces to err on
-    ratios.push_back(label_error_sq /
-                     std::max(label_spread_sq, kSmallestSpread * kSmallestSpread));
+  for (const LabelSquares& label : labels) {
+    if (label.error == 0.0 && label.spread == 0.0) continue;  // nothing to err on
+    error += label.error;
+    spread += label.spread;
+    ratios.push_back(of_squares ? label.error / std::max(label.spread, kSmallestSquare)
+                                : std::sqrt(label.error) /
+                                      std::max(std::sqrt(label.spread), kSmallestSpread));
   }
   if (ratios.empty()) return 1.0;
-  if (spread_is_error_estimate_)
-    return floored(std::sqrt(error_sq / std::max(spread_sq, kSmallestSpread * kSmallestSpread)));
-  return floored(std::sqrt(median(std::move(ratios))));
+  if (spread_is_error_estimate_) return floored(std::sqrt(error / std::max(spread, kSmallestSquare)));
+  const double middle = median(std::move(ratios));
+  return floored(of_squares ? std::sqrt(middle) : middle);
+}
+
+double ErrorCalibration::force_scale() const {
+  std::vector<LabelSquares> labels;
+  for (const LabelErrorSample& s : samples_) {
+    LabelSquares& label = labels.emplace_back();
+    for (std::size_t i = 0; i < s.force_spread.size(); ++i) {
+      label.error += s.force_error[i] * s.force_error[i];
+      label.spread += s.force_spread[i] * s.force_spread[i];
+    }
+  }
+  return scale_of(labels, true);
 }
 
 double ErrorCalibration::energy_scale() const {
-  std::vector<double> ratios;
-  double error_sq = 0.0, spread_sq = 0.0;
-  for (const LabelErrorSample& s : samples_) {
-    error_sq += s.energy_error * s.energy_error;
-    spread_sq += s.energy_spread * s.energy_spread;
-    if (s.energy_error == 0.0 && s.energy_spread == 0.0) continue;
-    ratios.push_back(std::abs(s.energy_error) / std::max(s.energy_spread, kSmallestSpread));
-  }
-  if (ratios.empty()) return 1.0;
-  if (spread_is_error_estimate_)
-    return floored(std::sqrt(error_sq / std::max(spread_sq, kSmallestSpread * kSmallestSpread)));
-  return floored(median(std::move(ratios)));
+  std::vector<LabelSquares> labels;
+  for (const LabelErrorSample& s : samples_)
+    labels.push_back({s.energy_error * s.energy_error, s.energy_spread * s.energy_spread});
+  return scale_of(labels, false);
 }
 
 double ErrorCalibration::predicted_force_rmse(double mean_square_spread) const {

@@ -93,6 +93,14 @@ class ErrorCalibration {
 
  private:
   double floored(double scale) const { return spread_is_error_estimate_ ? std::max(scale, 1.0) : scale; }
+  // Per label, its squared error and squared spread (summed over its atoms for forces).
+  struct LabelSquares {
+    double error = 0.0, spread = 0.0;
+  };
+  // The scale of labels' errors to their spreads (force_scale, energy_scale): pooled for a
+  // posterior, else the median of the labels' own ratios, of squares (`of_squares`: the root of
+  // that median) or of roots; labels without error and spread are left out; 1 without any.
+  double scale_of(const std::vector<LabelSquares>& labels, bool of_squares) const;
 
   int64_t window_labels_;
   bool spread_is_error_estimate_ = false;
