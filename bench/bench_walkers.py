@@ -13,8 +13,14 @@ On a machine with fewer cores than walkers the four walkers share the cores (the
 than one run alone); waiting ranks yield (OMPI_MCA_mpi_yield_when_idle=1).
 
 Interpreter: any Python 3 (standard library only).
+With label_wait no (the example's) a walker's MD goes on while its reference computes a label
+the model asked for: the walkers wait only for labels the reference drives with, but learn fewer
+labels per MD step, so --walker-steps lets them run longer than the separate runs (--steps), and
+--separate-label-wait gives the separate runs their own setting.
+
 usage: OMP_NUM_THREADS=1 bench/bench_walkers.py --lmp LMP --plugin-dir DIR [--delay 10]
-       [--steps 3000] [--out docs/bench-walkers]"""
+       [--steps 3000] [--walker-steps N] [--label-wait no|yes] [--separate-label-wait yes|no]
+       [--out docs/bench-walkers]"""
 import argparse
 import os
 import re
@@ -49,6 +55,12 @@ def label_steps(journal):
     return [int(m) for m in re.findall(r" step=([0-9]+) ", journal.read_text())]
 
 
+def asked_steps(learning_log):
+    """The MD steps whose labels were sent to the reference in the background."""
+    return [int(line.split(",")[0]) for line in learning_log.read_text().splitlines()
+            if line.split(",")[1:2] == ["label_asked"]]
+
+
 def run(command, folder, env):
     started = time.monotonic()
     result = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True)
@@ -71,6 +83,13 @@ def main():
     parser.add_argument("--mpirun", default="mpirun")
     parser.add_argument("--delay", type=float, default=10.0, help="seconds per reference call")
     parser.add_argument("--steps", type=int, default=3000)
+    parser.add_argument("--label-wait", choices=("yes", "no"), default="no",
+                        help="label_wait of the walkers (the example's: no)")
+    parser.add_argument("--separate-label-wait", choices=("yes", "no"),
+                        help="label_wait of the separate runs (default: as the walkers')")
+    parser.add_argument("--walker-steps", type=int,
+                        help="training steps of the walkers (default: --steps); with label_wait "
+                             "no the MD goes further per call and learns fewer labels per step")
     parser.add_argument("--temperatures", type=int, nargs=4, default=TEMPERATURES,
                         metavar="K", help="the four walkers' temperatures")
     parser.add_argument("--out", help="report prefix (PREFIX.txt, PREFIX.tsv)")
@@ -89,7 +108,12 @@ def main():
     temperatures = tuple(options.temperatures)
     source = source.replace(example_line,
                             "variable T       world " + " ".join(str(t) for t in temperatures))
-    variables = ["-var", "delay", str(options.delay), "-var", "train_steps", str(options.steps)]
+    separate_wait = options.separate_label_wait or options.label_wait
+    walker_steps = options.walker_steps or options.steps
+    variables = ["-var", "delay", str(options.delay), "-var", "train_steps", str(walker_steps),
+                 "-var", "label_wait", options.label_wait]
+    separate_variables = ["-var", "delay", str(options.delay), "-var", "train_steps",
+                          str(options.steps), "-var", "label_wait", separate_wait]
 
     # One job, four walkers.
     walkers_folder = work / "walkers"
@@ -113,7 +137,7 @@ def main():
         text = text.replace("variable walker  world 0 1 2 3", f"variable walker  index {k}")
         prepare(folder, text)
         separate_seconds += run([lmp, "-in", "in.si-walkers", "-log", "log.lammps",
-                                 "-screen", "none"] + variables, folder, env)
+                                 "-screen", "none"] + separate_variables, folder, env)
         # walker_results reads PREFIX.K and heldout-*.K.dump: name the single log alike.
         shutil.copy(folder / "log.lammps", folder / f"log.lammps.{k}")
         separate.append(walker_results(folder, "log.lammps", [k])[0])
@@ -124,11 +148,17 @@ def main():
     # separate runs'.
     call_steps = set()
     for k in range(4):
-        call_steps.update(label_steps(walkers_folder / f"labels.walker{k}.extxyz"))
+        # A label computed in the background (label_wait no; learning log: label_asked) held up
+        # no walker.
+        background = set(asked_steps(walkers_folder / f"learning.walker{k}.csv"))
+        call_steps.update(set(label_steps(walkers_folder / f"labels.walker{k}.extxyz")) -
+                          background)
     walker_calls = sum(r["calls"] for r in walkers)
     separate_calls = sum(r["calls"] for r in separate)
-    lines = [f"# bench_walkers: examples/si-walkers, {options.steps} training steps per "
-             f"temperature, reference_delay {options.delay:g} s per call, 1 rank per walker",
+    lines = [f"# bench_walkers: examples/si-walkers, reference_delay {options.delay:g} s per call, "
+             f"1 rank per walker; walkers: {walker_steps} training steps, label_wait "
+             f"{options.label_wait}; separate runs: {options.steps} training steps, label_wait "
+             f"{separate_wait}",
              f"# CPU: {cpu_description()}, {os.cpu_count()} cores",
              "", "| temperature | walkers: calls | force RMSE (eV/A) | energy RMSE (meV/atom) | "
              "separate runs: calls | force RMSE | energy RMSE |", "|---|---|---|---|---|---|---|"]

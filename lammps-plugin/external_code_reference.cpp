@@ -33,6 +33,12 @@ otf::ReferenceLabel ExternalCodeReference::label(const otf::ReferenceConfigurati
   return label;
 }
 
+std::unique_ptr<otf::PendingLabel> ExternalCodeReference::start_label(
+    const otf::ReferenceConfiguration &configuration)
+{
+  return code_->start_label(configuration);
+}
+
 int64_t ExternalCodeReference::failed_attempts() const
 {
   return code_->failed_attempts();

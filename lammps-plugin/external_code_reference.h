@@ -28,6 +28,9 @@ class ExternalCodeReference : public otf::Reference, protected Pointers {
   // communication of the step, so ghosts need nothing).
   otf::ReferenceLabel label(const otf::ReferenceConfiguration &configuration,
                             otf::ReferenceUse use) override;
+  // A label that only trains (label_wait no): the code computes it while the MD goes on.
+  std::unique_ptr<otf::PendingLabel> start_label(
+      const otf::ReferenceConfiguration &configuration) override;
   int64_t failed_attempts() const override;
 
  private:

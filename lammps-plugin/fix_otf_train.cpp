@@ -373,7 +373,9 @@ void FixOTFTrain::setup(int vflag)
 
 void FixOTFTrain::post_force(int /*vflag*/)
 {
-  reporting_training_errors([&] { trainer_->on_step(update->ntimestep, *frame_source_); });
+  reporting_training_errors([&] {
+    trainer_->on_step(update->ntimestep, *frame_source_, update->ntimestep == update->laststep);
+  });
   // The reference-call budget: the run ends after this step (as fix halt's "error continue"
   // does), and the input goes on with its next command.
   if (trainer_->stop_requested() && !timer->is_timeout()) {

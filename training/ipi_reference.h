@@ -9,10 +9,14 @@
 
 #include <mpi.h>
 
+#include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <vector>
 
 #include "atomic_units.h"
 #include "ipi_server.h"
@@ -60,12 +64,38 @@ class IpiReference : public Reference {
   // ReferenceFailure on every rank once the retries are spent. `use` makes no difference here:
   // the MD code puts a driving label's forces into its own arrays.
   ReferenceLabel label(const ReferenceConfiguration& configuration, ReferenceUse use) override;
+  // Collective: gathers the frame and sends it to the client from a thread of rank 0, which
+  // waits for the answer (retries included) while the MD goes on; the warnings of that call are
+  // given when the answer is collected. One call at a time: the caller collects a pending label
+  // before it asks this reference for anything else.
+  std::unique_ptr<PendingLabel> start_label(const ReferenceConfiguration& configuration) override;
   int64_t failed_attempts() const override { return failed_attempts_; }
 
   // The address clients connect to (with the real port when the settings asked for port 0).
   const IpiAddress& address() const { return address_; }
 
  private:
+  class Pending;
+  // Rank 0: what one call (its retries included) gave: the energy, the virial (9) and the whole
+  // frame's forces in MD units, or why it failed.
+  struct CallOutcome {
+    bool ok = false;
+    std::array<double, 10> totals{};
+    std::vector<double> whole_forces;
+    std::string failure;
+  };
+  // Rank 0: the request for the gathered frame, in atomic units.
+  IpiRequest request_for(const ReferenceConfiguration& configuration,
+                         const std::vector<double>& positions) const;
+  // Rank 0: the call with its retries; its warnings go to route_warning.
+  CallOutcome call(const IpiRequest& request, int64_t step);
+  // Collective: rank 0's outcome made a label (forces still whole on rank 0), or ReferenceFailure
+  // on every rank.
+  ReferenceLabel finish(const CallOutcome& outcome);
+  // Warnings of a call made from the background thread are kept until the answer is collected
+  // (the MD code's output is not thread-safe); others are given at once.
+  void route_warning(const std::string& text);
+  void give_deferred_warnings();
   // Rank 0: one attempt; throws IpiFailure or std::runtime_error.
   IpiResult attempt(const IpiRequest& request);
   void start_client();
@@ -78,8 +108,11 @@ class IpiReference : public Reference {
   ClientLogConvergence log_convergence_;   // rank 0: settings_.not_converged_text in the log
   std::unique_ptr<IpiServer> server_;      // rank 0
   std::unique_ptr<ClientProcess> client_;  // rank 0, when this side starts the client
-  int64_t failed_attempts_ = 0;
+  std::atomic<int64_t> failed_attempts_{0};  // also counted by a call in the background
   int64_t client_starts_ = 0;
+  std::atomic<bool> in_background_{false};   // rank 0: a call runs in the background thread
+  std::mutex deferred_mutex_;
+  std::vector<std::string> deferred_warnings_;
 };
 
 }  // namespace otf

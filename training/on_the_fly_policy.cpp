@@ -133,11 +133,8 @@ CheckOutcome OnTheFlyPolicy::after_check(int64_t step, const DriveMeasurement& m
   CheckOutcome outcome = criterion_->judge_check(measurement);
   const bool scheduled = step % *settings_.check_every == 0;
   const double value = criterion_->checked_value(measurement);
-  // Distinctly worse: consecutive steps' predictions are close, and a rounding difference (another
-  // rank count) must not decide.
-  constexpr double kWorse = 1.25;
   if (!scheduled && outcome.label && !outcome.reference_takes_over &&
-      value <= kWorse * state_.watch_floor)
+      value <= kDistinctlyWorse * state_.watch_floor)
     outcome.label = false;  // watched, but not distinctly worse than at its last label
   state_.check_next_step = outcome.check_next_step && !outcome.reference_takes_over;
   if (!outcome.label && scheduled && criterion_->worth_verifying(measurement)) {

@@ -125,6 +125,14 @@ class OnTheFlyPolicy {
   // lets the criterion hand over again. Returns whether the reference took over.
   bool after_refused_label();
 
+  // A check value this many times the one at the last label is distinctly worse: consecutive
+  // steps' predictions are close, and a rounding difference (another rank count) must not decide.
+  static constexpr double kDistinctlyWorse = 1.25;
+  // The model drives on while a label is in flight (label_wait no): the next step is checked too,
+  // as after a check that found the model unsure.
+  void watch_next_step() {
+    if (!state_.reference_drives && criterion_) state_.check_next_step = true;
+  }
   // The step since which the model has driven without a label: the last label, or the first
   // counted step when there was none (after_check spaces its verifications from it).
   int64_t unlabelled_since() const;

@@ -53,7 +53,35 @@ std::string formatted(const char* format, double a, double b, double c, double d
   return text;
 }
 
+// The answer of a reference that labels only while its caller waits, computed at once and held
+// back (label_wait no with reference_delay: an expensive reference emulated by a cheap one).
+class HeldBackLabel : public PendingLabel {
+ public:
+  explicit HeldBackLabel(ReferenceLabel label) : label_(std::move(label)) {}
+  bool ready() override { return true; }
+  ReferenceLabel wait() override { return label_; }
+
+ private:
+  ReferenceLabel label_;
+};
+
 }  // namespace
+
+// label_wait no: a label asked for while the model drove, its answer still to come. What the
+// trainer needs of the step it was asked on is kept whole on rank 0, since the atoms have moved
+// (and may have changed ranks) by the time the answer is learned.
+struct LabelInFlight {
+  int64_t step = 0;
+  std::unique_ptr<PendingLabel> answer;
+  std::chrono::steady_clock::time_point due;  // reference_delay after the call started
+  double asked_value = 0.0;  // the drive criterion's checked value on the step it was asked on
+  LabelledFrame frame;                        // rank 0: the configuration, its label to come
+  // The committee's prediction before the label (a calibrating criterion), rank 0, frame order.
+  bool prediction_kept = false;
+  bool from_trained_model = false;
+  std::vector<double> predicted_forces, predicted_spread;
+  double predicted_energy = 0.0, energy_spread_per_atom = 0.0;
+};
 
 template <typename Body> void OnTheFlyTrainer::agreed(const std::string& what, Body&& body) {
   agreed_or_throw(world_, what, std::forward<Body>(body));
@@ -74,6 +102,9 @@ void check_trainer_fields(const TrainerSettings& s) {
   if (s.outlier_factor > 0.0 && s.outlier_factor < 2.0)
     throw std::invalid_argument("outlier_factor must be 0 (off) or at least 2, got " +
                                 format_number(s.outlier_factor));
+  if (!s.label_wait && s.policy.mode != DriveMode::Auto)
+    throw std::invalid_argument("label_wait no applies to drive auto only (the labels asked for "
+                                "while the model drives)");
 }
 
 double default_outlier_energy(const std::string& unit_style) {
@@ -137,7 +168,7 @@ uint64_t shared_settings_hash(const TrainerSettings& settings, double label_fit_
   char numbers[1024];
   std::snprintf(numbers, sizeof(numbers),
                 "%d %d %.17g %.17g %.17g %.17g %lld %lld %lld %.17g %llu %.17g %.17g %.17g %.17g "
-                "%lld %d %lld %d %lld %.17g %lld %.17g %lld %.17g %lld %.17g %lld %d",
+                "%lld %d %lld %d %lld %.17g %lld %.17g %lld %.17g %lld %.17g %lld %d %d",
                 static_cast<int>(s.precision), static_cast<int>(s.optimizer), s.learning_rate,
                 s.energy_weight, s.force_weight, s.stress_weight,
                 static_cast<long long>(s.steps_per_frame), static_cast<long long>(s.batch_frames),
@@ -150,7 +181,8 @@ uint64_t shared_settings_hash(const TrainerSettings& settings, double label_fit_
                 lr.gamma.value_or(-1.0), static_cast<long long>(lr.t_max.value_or(-1)),
                 lr.eta_min.value_or(-1.0), static_cast<long long>(s.accumulate), s.ema_decay,
                 static_cast<long long>(settings.label_steps), label_fit_force_error,
-                static_cast<long long>(settings.save_every), settings.save_path.empty() ? 0 : 1);
+                static_cast<long long>(settings.save_every), settings.save_path.empty() ? 0 : 1,
+                settings.label_wait ? 1 : 0);
   std::string text = numbers;
   for (const std::string& path : settings.warm_start_paths) text += "\n" + path;
   return fnv1a64(text.data(), text.size());
@@ -200,8 +232,8 @@ OnTheFlyTrainer::OnTheFlyTrainer(std::shared_ptr<Potential> potential,
           "the walkers train one model, so its training keywords must be the same in every "
           "partition: precision, optimizer, lr, lr_schedule, batch, steps_per_frame, buffer, "
           "validation, seed, clip, loss weights, grad_scaler, stats_frames, accumulate, ema, "
-          "label_steps, the accuracy's force target (for the label fit), warm_start, save and "
-          "save_every differ between partitions");
+          "label_steps, the accuracy's force target (for the label fit), warm_start, save, "
+          "save_every and label_wait differ between partitions");
     if (!same_model)
       throw TrainingError("the walkers train one model, but the model pair_style otf made "
                           "differs between partitions: give every partition the same spec or "
@@ -224,7 +256,7 @@ OnTheFlyTrainer::OnTheFlyTrainer(std::shared_ptr<Potential> potential,
 
 OnTheFlyTrainer::~OnTheFlyTrainer() = default;
 
-void OnTheFlyTrainer::on_step(int64_t step, MdFrameSource& md) {
+void OnTheFlyTrainer::on_step(int64_t step, MdFrameSource& md, bool last_of_run) {
   if (!run_started_) {
     run_started_ = true;
     if (!settings_.learning_log_path.empty())
@@ -252,6 +284,9 @@ void OnTheFlyTrainer::on_step(int64_t step, MdFrameSource& md) {
     }
   }
   if (replay_) learn_missed_labels(step, false);
+  // The reference drives from here (a hand-over decided on an earlier step): the label in flight
+  // is learned before the reference's own.
+  if (in_flight_ && policy_.reference_drives()) collect_label_in_flight(step, true);
   const StepPlan plan = policy_.plan_step(step);
   if (plan.reference_forces) {
     ReferenceLabel label;
@@ -266,6 +301,7 @@ void OnTheFlyTrainer::on_step(int64_t step, MdFrameSource& md) {
     // that calibrates compares the prediction from before it with the answer.
     const bool measure_first = journal_enabled() || compares;
     if (measure_first) measure_uncertainty(frame, md, compares);
+    collect_label_in_flight(step, true);
     const bool labelled = label_and_train(step, frame, md, measure_first);
     // A calibrating criterion keeps what was predicted before the label for the log and the
     // per-atom output.
@@ -295,12 +331,42 @@ void OnTheFlyTrainer::on_step(int64_t step, MdFrameSource& md) {
     if (outcome.reference_takes_over && rank_ == 0 && messages_.log)
       messages_.log("step " + std::to_string(step) + ": " + criterion->explain_take_over(measured));
     log_row(step, "check");
-    if (outcome.label) {
+    // label_wait no: the MD goes on while the reference computes a label the model's driving
+    // asked for (not one the reference drives with, nor a journal's replay).
+    const bool in_background = outcome.label && !settings_.label_wait &&
+                               !policy_.reference_drives() && !replay_;
+    // One label in flight at a time. Meanwhile the model is checked every step, and a check
+    // distinctly worse than the one that asked for it (the MD left the region the label covers)
+    // waits for it, then is labelled as with label_wait yes.
+    const bool left_region =
+        in_background && in_flight_ &&
+        criterion->checked_value(measured) >
+            OnTheFlyPolicy::kDistinctlyWorse * in_flight_->asked_value;
+    if (in_background && !in_flight_) {
+      if (start_label_in_flight(step, md)) {
+        in_flight_->asked_value = criterion->checked_value(measured);
+        collect_label_in_flight(step, false);  // a reference without a delay has answered
+      } else {
+        log_row(step, "label_skipped");
+        if (criterion->judges_label(true, false)) assess_label(step);
+      }
+    } else if (outcome.label && (!in_background || left_region)) {
+      if (left_region && rank_ == 0 && messages_.log)
+        messages_.log(formatted("step %.0f: the model's predicted error grew %.3g x since the "
+                                "label in flight (step %.0f) was asked for: waiting for it",
+                                static_cast<double>(step),
+                                criterion->checked_value(measured) / in_flight_->asked_value,
+                                static_cast<double>(in_flight_->step), 0.0));
+      collect_label_in_flight(step, true);
       const bool labelled = label_and_train(step, frame, md, true);
       log_row(step, labelled ? "label" : "label_skipped");
       if (criterion->judges_label(true, labelled)) assess_label(step);
     }
   }
+  // A label in flight: its answer is learned on the step it is found there, and meanwhile the
+  // model is watched every step, as an unsure model is (the check that asked found it unsure).
+  if (in_flight_) collect_label_in_flight(step, last_of_run);
+  if (in_flight_) policy_.watch_next_step();
   // Walkers finish each step together: a walker done with it learns the others' labels until
   // every walker is done (walker_exchange.h); on steps before the earliest at which some walker
   // may label (agreed at the last step end), no walker brings one and none waits for the others.
@@ -384,6 +450,8 @@ std::string OnTheFlyTrainer::calibration_summary() const {
 }
 
 void OnTheFlyTrainer::end_of_run(int64_t step) {
+  // Nothing paid for is lost: a label still in flight is waited for and learned.
+  settle_labels_in_flight(step);
   if (!settings_.save_path.empty() && counters_.last_saved_step != step)
     save_model(step, "end of run");
   log_frame_parts();
@@ -402,12 +470,30 @@ void OnTheFlyTrainer::log_frame_parts() const {
   messages_.log(frame_parts_line(ranks_, low, high, sum));
 }
 
+std::string OnTheFlyTrainer::budget_spent_text() const {
+  return "the reference-call budget (max_calls " +
+         std::to_string(settings_.max_reference_calls) + ") is spent";
+}
+
+void OnTheFlyTrainer::count_reference_call() {
+  ++counters_.reference_calls;
+  if (budget_spent() && settings_.budget_stops_run && stop_reason_.empty())
+    stop_reason_ = budget_spent_text();
+}
+
+void OnTheFlyTrainer::skip_failed_label(const std::string& which, const ReferenceFailure& failure) {
+  ++counters_.skipped_labels;
+  if (rank_ == 0 && messages_.warn)
+    messages_.warn(which + " skipped, the model drives on (" +
+                   std::to_string(counters_.skipped_labels) + " skipped so far): " +
+                   failure.what());
+}
+
 bool OnTheFlyTrainer::ask_reference(int64_t step, MdFrameSource& md, ReferenceUse use,
                                     bool first_time, bool uncertainty_measured,
                                     ReferenceLabel& label) {
   if (budget_spent()) {
-    const std::string spent = "the reference-call budget (max_calls " +
-                              std::to_string(settings_.max_reference_calls) + ") is spent";
+    const std::string spent = budget_spent_text();
     if (use == ReferenceUse::Label && !settings_.budget_stops_run) {
       if (!budget_noted_ && rank_ == 0 && messages_.log)
         messages_.log("step " + std::to_string(step) + ": " + spent +
@@ -426,10 +512,7 @@ bool OnTheFlyTrainer::ask_reference(int64_t step, MdFrameSource& md, ReferenceUs
       label = std::move(*journalled);
       if (replay_->finished()) replay_.reset();
       if (use == ReferenceUse::Drive) md.drive_with(label.owned_forces);
-      ++counters_.reference_calls;
-      if (budget_spent() && settings_.budget_stops_run && stop_reason_.empty())
-        stop_reason_ = "the reference-call budget (max_calls " +
-                       std::to_string(settings_.max_reference_calls) + ") is spent";
+      count_reference_call();
       return true;
     }
     // The MD went another way: the journal's later frames cannot be reached, and a new call
@@ -460,18 +543,11 @@ bool OnTheFlyTrainer::ask_reference(int64_t step, MdFrameSource& md, ReferenceUs
     if (use == ReferenceUse::Drive)
       throw TrainingError("the reference drives the MD but could not label step " +
                           std::to_string(step) + ": " + failure.what());
-    ++counters_.skipped_labels;
-    if (rank_ == 0 && messages_.warn)
-      messages_.warn("step " + std::to_string(step) + ": label skipped, the model drives on (" +
-                     std::to_string(counters_.skipped_labels) + " skipped so far): " +
-                     failure.what());
+    skip_failed_label("step " + std::to_string(step) + ": label", failure);
     return false;
   }
   if (!first_time) return true;
-  ++counters_.reference_calls;
-  if (budget_spent() && settings_.budget_stops_run && stop_reason_.empty())
-    stop_reason_ = "the reference-call budget (max_calls " +
-                   std::to_string(settings_.max_reference_calls) + ") is spent";
+  count_reference_call();
   if (journal_enabled())
     record_label(step, configuration, label,
                  uncertainty_measured ? md.force_uncertainty_per_atom() : nullptr);
@@ -514,17 +590,10 @@ void OnTheFlyTrainer::record_label(int64_t step, const ReferenceConfiguration& c
   });
 }
 
-LabelledFrame OnTheFlyTrainer::whole_label(int64_t step,
-                                           const ReferenceConfiguration& configuration,
-                                           const ReferenceLabel& label,
-                                           const double* uncertainty) const {
-  if (label.owned_forces.size() != 3 * static_cast<std::size_t>(configuration.num_local))
-    throw std::runtime_error("the reference " + reference_.description() + " returned " +
-                             std::to_string(label.owned_forces.size()) +
-                             " force components for " + std::to_string(configuration.num_local) +
-                             " owned atoms");
-  const FrameGather whole(configuration, world_);
-  const std::vector<double> forces = whole.gather(label.owned_forces.data(), 3);
+LabelledFrame OnTheFlyTrainer::whole_configuration(int64_t step,
+                                                   const ReferenceConfiguration& configuration,
+                                                   const FrameGather& whole,
+                                                   const double* uncertainty) const {
   const std::vector<double> spread =
       uncertainty != nullptr ? whole.gather(uncertainty, 1) : std::vector<double>{};
   LabelledFrame record;
@@ -544,18 +613,36 @@ LabelledFrame OnTheFlyTrainer::whole_label(int64_t step,
   }
   record.ids = whole.ids();
   record.positions = whole.positions();
+  record.uncertainty = spread;
+  return record;
+}
+
+LabelledFrame OnTheFlyTrainer::whole_label(int64_t step,
+                                           const ReferenceConfiguration& configuration,
+                                           const ReferenceLabel& label,
+                                           const double* uncertainty) const {
+  if (label.owned_forces.size() != 3 * static_cast<std::size_t>(configuration.num_local))
+    throw std::runtime_error("the reference " + reference_.description() + " returned " +
+                             std::to_string(label.owned_forces.size()) +
+                             " force components for " + std::to_string(configuration.num_local) +
+                             " owned atoms");
+  const FrameGather whole(configuration, world_);
+  const std::vector<double> forces = whole.gather(label.owned_forces.data(), 3);
+  LabelledFrame record = whole_configuration(step, configuration, whole, uncertainty);
+  if (!whole.is_root()) return record;
   record.forces = forces;
   record.energy = label.energy;
   record.virial = label.virial;
-  record.uncertainty = spread;
   return record;
 }
 
 bool OnTheFlyTrainer::learn_walker_round(int64_t step, const LabelledFrame* label,
                                          bool at_step_end) {
   WalkerRound round;
-  // A journal being replayed may bring a label on any step.
-  const int64_t next_label_step = replay_ ? step + 1 : policy_.earliest_label_step_after(step);
+  // A journal being replayed, or a label in flight (docs/design.md §14.1), may bring a label on
+  // any step.
+  const int64_t next_label_step =
+      replay_ || in_flight_ ? step + 1 : policy_.earliest_label_step_after(step);
   agreed("sharing labels between walkers on step " + std::to_string(step), [&] {
     round = walkers_.round(label, at_step_end, stop_reason_, next_label_step);
   });
@@ -584,28 +671,9 @@ bool OnTheFlyTrainer::learn_walker_round(int64_t step, const LabelledFrame* labe
   MPI_Bcast(others, 4, MPI_DOUBLE, 0, world_);
   count_learned(static_cast<int64_t>(others[0]), others[1], others[2], others[3]);
   const int64_t skipped_before = session_->report().skipped_steps;
-  {
-    Stopwatch timing(counters_.training_seconds);
-    agreed("learning the walkers' labels of step " + std::to_string(step), [&] {
-      snapshot_step_weights(step);
-      const bool statistics_were_ready = session_->statistics_ready();
-      std::vector<std::unique_ptr<WholeFramePart>> parts;
-      for (int64_t k = 0; k < round.frame_count; ++k) {
-        parts.push_back(std::make_unique<WholeFramePart>(
-            *session_, rank_ == 0 ? &round.frames[static_cast<std::size_t>(k)] : nullptr,
-            world_));
-        session_->add_frame(parts.back()->part());
-      }
-      if (!statistics_were_ready && session_->statistics_ready()) log_statistics_frozen(step);
-      session_->train();
-      // As after a walker's own label without walkers: the label fit, here of every label of the
-      // round in walker order, the same on every walker.
-      const DriveCriterion* criterion = policy_.criterion();
-      if (criterion && criterion->label_fit_force_error() > 0.0)
-        for (const auto& part : parts) train_on_label(part->part());
-      session_->validate();
-    });
-  }
+  std::vector<const LabelledFrame*> frames;
+  for (const LabelledFrame& frame : round.frames) frames.push_back(&frame);
+  learn_whole_frames(step, frames, round.frame_count);
   counters_.replicas_differ = !walkers_.same_everywhere(session_->weights_hash());
   if (counters_.replicas_differ && rank_ == 0 && messages_.warn)
     messages_.warn("the model replicas differ across the walkers' ranks on step " +
@@ -614,6 +682,178 @@ bool OnTheFlyTrainer::learn_walker_round(int64_t step, const LabelledFrame* labe
   if (!from.empty() && messages_.log)
     messages_.log("step " + std::to_string(step) + ": learned the label(s) of walker(s) " + from);
   return false;
+}
+
+void OnTheFlyTrainer::learn_whole_frames(int64_t step,
+                                         const std::vector<const LabelledFrame*>& frames,
+                                         int64_t count) {
+  Stopwatch timing(counters_.training_seconds);
+  agreed("learning the label(s) of step " + std::to_string(step), [&] {
+    snapshot_step_weights(step);
+    const bool statistics_were_ready = session_->statistics_ready();
+    std::vector<std::unique_ptr<WholeFramePart>> parts;
+    for (int64_t k = 0; k < count; ++k) {
+      parts.push_back(std::make_unique<WholeFramePart>(
+          *session_, rank_ == 0 ? frames[static_cast<std::size_t>(k)] : nullptr, world_));
+      session_->add_frame(parts.back()->part());
+    }
+    if (!statistics_were_ready && session_->statistics_ready()) log_statistics_frozen(step);
+    session_->train();
+    // As after a label of the step: the label fit, here of every frame in order (for walkers,
+    // every label of the round in walker order, the same on every walker).
+    const DriveCriterion* criterion = policy_.criterion();
+    if (criterion && criterion->label_fit_force_error() > 0.0)
+      for (const auto& part : parts) train_on_label(part->part());
+    session_->validate();
+  });
+}
+
+bool OnTheFlyTrainer::start_label_in_flight(int64_t step, MdFrameSource& md) {
+  if (budget_spent()) {
+    // As for a label the MD waits for (ask_reference): skipped, or the run stops.
+    ReferenceLabel unused;
+    return ask_reference(step, md, ReferenceUse::Label, true, true, unused);
+  }
+  const ReferenceConfiguration configuration = md.reference_configuration();
+  auto flight = std::make_unique<LabelInFlight>();
+  flight->step = step;
+  flight->due = std::chrono::steady_clock::now() +
+                std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                    std::chrono::duration<double>(settings_.reference_delay));
+  try {
+    Stopwatch timing(counters_.reference_seconds);
+    flight->answer = reference_.start_label(configuration);
+    if (!flight->answer) {
+      // A reference that computes only while its caller waits answers now; the answer is held
+      // back for the rest of reference_delay, as an expensive one's would be.
+      ReferenceLabel label = reference_.label(configuration, ReferenceUse::Label);
+      agreed("gathering the label of step " + std::to_string(step), [&] {
+        if (label.owned_forces.size() != 3 * static_cast<std::size_t>(configuration.num_local))
+          throw std::runtime_error("the reference " + reference_.description() + " returned " +
+                                   std::to_string(label.owned_forces.size()) +
+                                   " force components for " +
+                                   std::to_string(configuration.num_local) + " owned atoms");
+        const FrameGather whole(configuration, world_);
+        label.owned_forces = whole.gather(label.owned_forces.data(), 3);
+      });
+      flight->answer = std::make_unique<HeldBackLabel>(std::move(label));
+    }
+  } catch (const ReferenceFailure& failure) {
+    skip_failed_label("step " + std::to_string(step) + ": label", failure);
+    return false;
+  }
+  count_reference_call();
+  const auto owned = static_cast<std::size_t>(configuration.num_local);
+  agreed("keeping the configuration of step " + std::to_string(step), [&] {
+    const FrameGather whole(configuration, world_);
+    flight->frame = whole_configuration(step, configuration, whole,
+                                        journal_enabled() ? md.force_uncertainty_per_atom()
+                                                          : nullptr);
+    flight->prediction_kept = prediction_kept_ && predicted_forces_.size() == 3 * owned &&
+                              predicted_spread_.size() == owned;
+    if (!flight->prediction_kept) return;
+    flight->predicted_forces = whole.gather(predicted_forces_.data(), 3);
+    flight->predicted_spread = whole.gather(predicted_spread_.data(), 1);
+    flight->predicted_energy = predicted_summary_.mean_energy;
+    flight->energy_spread_per_atom = predicted_summary_.energy_spread_per_atom;
+    flight->from_trained_model = prediction_from_trained_model_;
+  });
+  prediction_kept_ = false;
+  in_flight_ = std::move(flight);
+  log_row(step, "label_asked");
+  return true;
+}
+
+void OnTheFlyTrainer::collect_label_in_flight(int64_t step, bool wait) {
+  if (!in_flight_) return;
+  int ready = rank_ == 0 && in_flight_->answer->ready() &&
+                      std::chrono::steady_clock::now() >= in_flight_->due
+                  ? 1
+                  : 0;
+  MPI_Bcast(&ready, 1, MPI_INT, 0, world_);
+  if (!ready && !wait) return;
+  const std::unique_ptr<LabelInFlight> flight = std::move(in_flight_);
+  const DriveCriterion* criterion = policy_.criterion();
+  const std::string asked = "the label of step " + std::to_string(flight->step);
+  ReferenceLabel label;
+  try {
+    Stopwatch timing(counters_.reference_seconds);
+    if (!ready) std::this_thread::sleep_until(flight->due);
+    label = flight->answer->wait();
+  } catch (const ReferenceFailure& failure) {
+    skip_failed_label("step " + std::to_string(step) + ": " + asked, failure);
+    log_row(step, "label_skipped");
+    if (criterion && criterion->judges_label(true, false)) assess_label(step);
+    return;
+  }
+  // Rank 0 holds the whole frame's forces, the other ranks none: the guards below reduce over
+  // the ranks as for a label held in parts.
+  LabelledFrame& frame = flight->frame;
+  agreed("completing " + asked, [&] {
+    if (rank_ != 0) return;
+    if (label.owned_forces.size() != frame.positions.size())
+      throw std::runtime_error("the reference " + reference_.description() + " returned " +
+                               std::to_string(label.owned_forces.size()) +
+                               " force components for " +
+                               std::to_string(frame.positions.size() / 3) + " atoms");
+    frame.energy = label.energy;
+    frame.virial = label.virial;
+    frame.forces = label.owned_forces;
+    if (journal_) journal_->append(frame);
+  });
+  const LabelVerdict verdict = judge_label_values(step, label, true);
+  if (verdict != LabelVerdict::Learnable) {
+    if (verdict == LabelVerdict::Outlier && policy_.after_refused_label() && rank_ == 0 &&
+        messages_.log)
+      messages_.log("step " + std::to_string(step) + ": the reference drives again: the model "
+                    "drove to a configuration whose label (" + asked + ") was not learned");
+    log_row(step, "label_skipped");
+    if (criterion && criterion->judges_label(true, false)) assess_label(step);
+    return;
+  }
+  if (compares_prediction() && flight->prediction_kept) {
+    LabelErrorSample sample;
+    sample.model_labels = counters_.learned_labels;
+    if (rank_ == 0) {
+      const std::size_t atoms = flight->predicted_spread.size();
+      sample.force_spread = flight->predicted_spread;
+      sample.force_error.resize(atoms);
+      for (std::size_t i = 0; i < atoms && 3 * i + 2 < frame.forces.size(); ++i) {
+        double sq = 0.0;
+        for (std::size_t d = 0; d < 3; ++d) {
+          const double e = flight->predicted_forces[3 * i + d] - frame.forces[3 * i + d];
+          sq += e * e;
+        }
+        sample.force_error[i] = std::sqrt(sq);
+      }
+    }
+    sample.energy_spread = flight->energy_spread_per_atom;
+    add_calibration_sample(std::move(sample), flight->predicted_energy, label.energy,
+                           flight->from_trained_model);
+  }
+  const LabelledFrame* whole = rank_ == 0 ? &frame : nullptr;
+  if (walkers_.shared()) {
+    learn_walker_round(step, whole, false);
+  } else {
+    const int64_t skipped_before = session_->report().skipped_steps;
+    learn_whole_frames(step, {whole}, 1);
+    check_replicas(step);
+    check_divergence(step, skipped_before);
+  }
+  if (rank_ == 0 && messages_.log && flight->step != step)
+    messages_.log("step " + std::to_string(step) + ": learned " + asked +
+                  " (the MD went on while the reference computed it)");
+  log_row(step, "label");
+  if (criterion && criterion->judges_label(true, true)) assess_label(step);
+}
+
+void OnTheFlyTrainer::settle_labels_in_flight(int64_t step) {
+  if (settings_.label_wait) return;
+  collect_label_in_flight(step, true);
+  // The other walkers' labels in flight: every walker at its step end joins their rounds.
+  if (walkers_.shared())
+    while (!learn_walker_round(step, nullptr, true)) {
+    }
 }
 
 bool OnTheFlyTrainer::journal_enabled() const { return !settings_.journal_path.empty(); }
@@ -861,10 +1101,19 @@ void OnTheFlyTrainer::record_calibration_sample(MdFrameSource& md, const Referen
       }
       error[i] = std::sqrt(sq);
     }
-    // Whole frame in atom-id order on every rank, so every rank calibrates alike.
+    // Whole frame in atom-id order on rank 0 (then on every rank, so every rank calibrates alike).
     const FrameGather whole(configuration, world_);
     sample.force_spread = whole.gather(predicted_spread_.data(), 1);
     sample.force_error = whole.gather(error.data(), 1);
+  });
+  sample.energy_spread = predicted_summary_.energy_spread_per_atom;
+  add_calibration_sample(std::move(sample), predicted_summary_.mean_energy, label.energy,
+                         prediction_from_trained_model_);
+}
+
+void OnTheFlyTrainer::add_calibration_sample(LabelErrorSample sample, double predicted_energy,
+                                             double label_energy, bool from_trained_model) {
+  agreed("comparing the label with the model's prediction", [&] {
     long long atoms = static_cast<long long>(sample.force_spread.size());
     MPI_Bcast(&atoms, 1, MPI_LONG_LONG, 0, world_);
     sample.force_spread.resize(static_cast<std::size_t>(atoms));
@@ -872,8 +1121,7 @@ void OnTheFlyTrainer::record_calibration_sample(MdFrameSource& md, const Referen
     MPI_Bcast(sample.force_spread.data(), static_cast<int>(atoms), MPI_DOUBLE, 0, world_);
     MPI_Bcast(sample.force_error.data(), static_cast<int>(atoms), MPI_DOUBLE, 0, world_);
     const double count = static_cast<double>(std::max<long long>(atoms, 1));
-    sample.energy_spread = predicted_summary_.energy_spread_per_atom;
-    sample.energy_error = std::abs(predicted_summary_.mean_energy - label.energy) / count;
+    sample.energy_error = std::abs(predicted_energy - label_energy) / count;
     double sq = 0.0;
     for (const double e : sample.force_error) sq += e * e;
     counters_.label_force_error = std::sqrt(sq / (3.0 * count));
@@ -887,7 +1135,7 @@ void OnTheFlyTrainer::record_calibration_sample(MdFrameSource& md, const Referen
       counters_.label_atoms_above_bound = static_cast<double>(above) / count;
     }
   });
-  if (!prediction_from_trained_model_) return;
+  if (!from_trained_model) return;
   if (counters_.label_atoms_above_bound >= 0.0)
     calibration_.record_bound_outcome(counters_.label_atoms_above_bound);
   calibration_.add(std::move(sample));
@@ -956,6 +1204,8 @@ void OnTheFlyTrainer::snapshot_step_weights(int64_t step) {
 }
 
 std::string OnTheFlyTrainer::save_restart(int64_t step) {
+  // A restart file holds no label in flight: it is waited for and learned first.
+  settle_labels_in_flight(step);
   TrainerRestart restart;
   std::string buffer;
   agreed("cannot save the training state for the restart file", [&] {

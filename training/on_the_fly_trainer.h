@@ -25,9 +25,11 @@
 
 namespace otf {
 
+class FrameGather;
 class JournalReplay;
 class LabelJournalWriter;
 class LearningLog;
+struct LabelInFlight;
 
 // What the MD code provides on the steps that need it. Borrowed data stays valid until the next
 // call.
@@ -95,6 +97,10 @@ struct TrainerSettings {
   // Seconds each reference call is made to last at least (0: as long as it takes): an expensive
   // reference emulated by a cheap one, for benchmarks of calls and wall time.
   double reference_delay = 0.0;
+  // Under drive auto, whether the MD waits for a label asked for while the model drives (true),
+  // or goes on with the current model while the reference computes it and learns it when it is
+  // there (false; docs/design.md §14.1). One such label at a time per walker.
+  bool label_wait = true;
 };
 
 // The energy guard's default: 1 eV per atom in the unit style; 0 (off) for a unit style without a
@@ -130,7 +136,9 @@ class OnTheFlyTrainer {
 
   // Collective: everything one MD step needs (reference forces, labels, training, uncertainty
   // checks, hand-overs, scheduled saves). Call after the MD forces of the step are computed.
-  void on_step(int64_t step, MdFrameSource& md);
+  // last_of_run: the MD code's run ends with this step (a label in flight is learned on it, so
+  // that the step's outputs show it).
+  void on_step(int64_t step, MdFrameSource& md, bool last_of_run = false);
   // Collective: saves the model at the end of a run (unless saved on this step) and logs how the
   // frames were split over the ranks and, for a calibrating criterion, the calibration.
   void end_of_run(int64_t step);
@@ -175,6 +183,12 @@ class OnTheFlyTrainer {
                     const ReferenceLabel& label, const double* uncertainty);
   bool journal_enabled() const;
   bool budget_spent() const;
+  std::string budget_spent_text() const;
+  // A call paid for: counted; once the budget is spent the run is asked to stop (max_calls stop).
+  void count_reference_call();
+  // A label the reference could not give while the model drives: counted, warned about ("<which>
+  // skipped, the model drives on ..."); the model drives on.
+  void skip_failed_label(const std::string& which, const ReferenceFailure& failure);
   // Rank 0 writes a row of the learning log (when there is one).
   void log_row(int64_t step, const char* event);
   // The committee on the frame: the per-atom force uncertainty into md, the calibrated errors
@@ -183,6 +197,23 @@ class OnTheFlyTrainer {
   void measure_uncertainty(const FramePart& frame, MdFrameSource& md,
                            bool keep_prediction = false);
   void record_calibration_sample(MdFrameSource& md, const ReferenceLabel& label);
+  // The calibration sample of a label whose per-atom spread and force error are whole on rank 0
+  // (broadcast here); from_trained_model: the prediction came from a trained model.
+  void add_calibration_sample(LabelErrorSample sample, double predicted_energy, double label_energy,
+                              bool from_trained_model);
+  // label_wait no (docs/design.md §14.1). Collective: asks the reference for a label of the
+  // step in the background (a reference that cannot is asked now and its answer held back until
+  // reference_delay has passed). Returns false when no call was made (a failure, the budget).
+  bool start_label_in_flight(int64_t step, MdFrameSource& md);
+  // Collective: learns the label in flight when its answer is there, or with wait, after waiting
+  // for it; no-op without one. Walkers: a round with the label.
+  void collect_label_in_flight(int64_t step, bool wait);
+  // Collective over every walker: the labels in flight of all walkers learned (end of a run, a
+  // restart file), every walker at its step end.
+  void settle_labels_in_flight(int64_t step);
+  // Collective: trains on frames held whole by rank 0 (null elsewhere), as a walker round does.
+  void learn_whole_frames(int64_t step, const std::vector<const LabelledFrame*>& frames,
+                          int64_t count);
   // Accuracy mode: more rounds of training until the new label is fitted (label_steps).
   void train_on_label(const FramePart& labelled);
   void snapshot_step_weights(int64_t step);
@@ -206,6 +237,9 @@ class OnTheFlyTrainer {
                      double highest_per_atom);
   LabelVerdict judge_label_values(int64_t step, const ReferenceLabel& label, bool model_drove);
   void check_replicas(int64_t step);
+  // The configuration whole on rank 0 (empty elsewhere), without its label.
+  LabelledFrame whole_configuration(int64_t step, const ReferenceConfiguration& configuration,
+                                    const FrameGather& whole, const double* uncertainty) const;
   // The label of the step whole on rank 0 (empty elsewhere), as the journal and the walkers take it.
   LabelledFrame whole_label(int64_t step, const ReferenceConfiguration& configuration,
                             const ReferenceLabel& label, const double* uncertainty) const;
@@ -260,6 +294,7 @@ class OnTheFlyTrainer {
   } fit_noise_;  // of a model fitted in closed form, uncalibrated
   bool noise_floor_noted_ = false;
   double outlier_energy_ = 0.0;  // settings_.outlier_energy resolved for the unit style
+  std::unique_ptr<LabelInFlight> in_flight_;  // label_wait no: the label being computed
 };
 
 }  // namespace otf

@@ -6,6 +6,7 @@
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -45,6 +46,21 @@ class ReferenceFailure : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
+// A label asked for while the MD goes on (fix otf/train label_wait no): the reference computes it
+// elsewhere (an ab initio code in its own process) and the trainer collects the answer later.
+class PendingLabel {
+ public:
+  virtual ~PendingLabel() = default;
+  // Whether the answer is there, without waiting; rank 0's answer counts (the caller broadcasts
+  // it). Not collective.
+  virtual bool ready() = 0;
+  // Collective over the MD ranks: waits for the answer. Rank 0 gets the whole frame's forces
+  // ([atoms][3], atom-id order as training/frame_gather.h gathers the configuration that was
+  // given to start_label), every rank the energy and virial, the other ranks no forces. Throws
+  // ReferenceFailure on every rank when the reference could not label it.
+  virtual ReferenceLabel wait() = 0;
+};
+
 class Reference {
  public:
   virtual ~Reference() = default;
@@ -53,6 +69,13 @@ class Reference {
   // Collective over the MD ranks. Errors are reported by the implementation in the MD code's
   // way (a LAMMPS error) or thrown as std::exception with a message for the user.
   virtual ReferenceLabel label(const ReferenceConfiguration& configuration, ReferenceUse use) = 0;
+  // Collective over the MD ranks: starts labelling the configuration in the background and
+  // returns at once (the configuration may change afterwards). Null: this reference labels only
+  // while its caller waits (a LAMMPS pair style computes in the MD's own processes), and the
+  // caller uses label().
+  virtual std::unique_ptr<PendingLabel> start_label(const ReferenceConfiguration& /*configuration*/) {
+    return nullptr;
+  }
   // Calls that failed and were retried or given up, for the thermo output.
   virtual int64_t failed_attempts() const { return 0; }
 };

@@ -54,6 +54,11 @@ struct Keyword {
   void (*apply)(KeywordValues& values, ParseState& state);
 };
 
+constexpr KeywordTable<bool, 2> kYesNo{{
+    {"yes", true},
+    {"no", false},
+}};
+
 enum class BudgetAction { Stop, Skip };
 constexpr KeywordTable<BudgetAction, 2> kBudgetActions{{
     {"stop", BudgetAction::Stop},
@@ -72,7 +77,7 @@ IpiReferenceSettings& ipi(ParseState& s) { return *s.out.ipi; }
 // One table of the keywords (doc/fix_otf_train.md documents them in this order; a unit test
 // compares). Ranges are not
 // checked here: each owner checks its settings once the words are read.
-const std::array<Keyword, 43> kKeywords{{
+const std::array<Keyword, 44> kKeywords{{
     {"precision", 1, false,
      [](KeywordValues& v, ParseState& s) { session(s).precision = parse_precision(v.any_word()); }},
     {"every", 1, false,
@@ -189,6 +194,11 @@ const std::array<Keyword, 43> kKeywords{{
     {"reference_delay", 1, false,
      [](KeywordValues& v, ParseState& s) {
        s.out.trainer.reference_delay = v.real("reference_delay");
+     }},
+    {"label_wait", 1, false,
+     [](KeywordValues& v, ParseState& s) {
+       s.out.trainer.label_wait = parse_keyword(kYesNo, v.word("label_wait"), "label_wait value",
+                                                "yes or no");
      }},
     {"journal", 1, false,
      [](KeywordValues& v, ParseState& s) {

@@ -26,7 +26,10 @@ std::string trainer_settings_line(const TrainerSettings& settings, const DriveCr
   std::string drive = "drive " + to_string(settings.policy.mode);
   if (criterion) drive += " " + criterion->describe();
   const std::string head = "reference " + reference + ", model cutoff " + format_number(model_cutoff);
-  const std::string labels = "label every " + std::to_string(settings.policy.label_every) + " steps";
+  const std::string labels =
+      "label every " + std::to_string(settings.policy.label_every) + " steps" +
+      (settings.label_wait ? "" : " (the MD goes on while the reference computes a label the model's "
+                                  "driving asked for: label_wait no)");
   // A closed-form fit has no optimizer steps, batches or autocast region: say what it does.
   const std::string learning =
       settings.policy.learner_fits_each_label

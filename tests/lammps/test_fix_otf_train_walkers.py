@@ -10,7 +10,9 @@ Stillinger-Weber reference, and train one model (bayesian-linear, every keyword 
 * the reference-call budget stops all walkers at the same step; walkers with different rank
   counts are refused by name (-partition 2 1);
 * a two-walker job restarts exactly: 2N steps match N steps + write_restart (a file per walker)
-  + read_restart + N steps, walker by walker, in the energy and the training outputs.
+  + read_restart + N steps, walker by walker, in the energy and the training outputs;
+* with label_wait no and calls of 0.3 s, the walkers' MD goes on while labels are computed, and
+  every label is still learned by every walker (the replicas agree, no label is lost).
 """
 import re
 
@@ -125,6 +127,30 @@ def test(ctx):
     expect_in("walkers that train one model need as many ranks each", text, "output")
 
     check_restart(ctx)
+    check_label_wait(ctx)
+
+
+def check_label_wait(ctx):
+    """label_wait no: labels learned on later steps, every walker holds them all."""
+    walkers = len(TEMPERATURES)
+    for old in ctx.workdir.glob("labels.walker*.extxyz"):
+        old.unlink()
+    run_lammps(ctx, script(ctx, keywords="label_wait no reference_delay 0.3", steps=200),
+               np=walkers, args=("-partition", f"{walkers}x1"), name="nowait")
+    logs = partition_logs(ctx, "nowait", walkers)
+    live = [re.search(r"^LIVE_MODEL_ENERGY (\S+)", log, re.MULTILINE).group(1) for log in logs]
+    expect(len(set(live)) == 1, f"label_wait no: the walkers' models differ: energies {live}")
+    journalled = [sum(1 for line in (ctx.workdir / f"labels.walker{k}.extxyz").read_text()
+                      .splitlines() if line == "64") for k in range(walkers)]
+    for k, log in enumerate(logs):
+        _, frames, calls, differ = last_thermo(log)
+        expect(calls == journalled[k] and frames == sum(journalled) and differ == 0.0,
+               f"label_wait no, walker {k}: {calls} calls, {journalled[k]} journalled, {frames} "
+               f"frames held of {sum(journalled)} labels, replicas differ {differ}")
+    went_on = sum(log.count("(the MD went on while the reference computed it)") for log in logs)
+    expect(went_on > 0, "label_wait no: no walker's MD went on while its label was computed")
+    print(f"label_wait no: {sum(journalled)} labels ({journalled}), {went_on} learned after the "
+          "MD went on, every walker holds them all, replicas identical")
 
 
 RESTART_STEPS = 30

@@ -26,7 +26,9 @@
 #include <thread>
 #include <vector>
 
+#include "atomic_units.h"
 #include "client_process.h"
+#include "ipi_reference.h"
 #include "ipi_server.h"
 
 namespace otf::testing {
@@ -256,6 +258,53 @@ TEST_F(IpiServerTest, InetCallOnSystemPickedPortMatchesReference) {
   const IpiRequest request = request_for(argon_box(true, 11));
   expect_same_result(server.compute(request, 30.0, alive), reference_for(request, {}));
   server.send_exit_and_close();
+}
+
+// IpiReference's label in the background (fix otf/train label_wait no): start_label returns at
+// once, the call runs in a thread of rank 0, and its answer equals the one waited for.
+TEST_F(IpiServerTest, ALabelStartedInTheBackgroundArrivesLaterAndEqualsTheOneWaitedFor) {
+  ScratchDirectory scratch("background");
+  constexpr double kCallSeconds = 0.5;
+  IpiReferenceSettings settings;
+  settings.address = {IpiAddress::Kind::Unix, unique_name("background"), 0};
+  settings.client_command = client_command("--delay " + std::to_string(kCallSeconds));
+  settings.client_log = scratch.file("client.log");
+  settings.connect_timeout = 30.0;
+  settings.call_timeout = 30.0;
+  settings.units = atomic_unit_conversion("metal");
+  IpiReference reference(settings, MPI_COMM_WORLD);
+  int rank = 0;
+  MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+  // Rank 0 holds every atom, the others none.
+  const Box box = argon_box(true, 5);
+  const int atoms = static_cast<int>(box.positions.size() / 3);
+  std::vector<int> types(static_cast<std::size_t>(atoms), 1);
+  std::vector<int64_t> ids(static_cast<std::size_t>(atoms));
+  for (int i = 0; i < atoms; ++i) ids[static_cast<std::size_t>(i)] = i + 1;
+  ReferenceConfiguration configuration;
+  configuration.step = 7;
+  configuration.num_local = rank == 0 ? atoms : 0;
+  configuration.positions = box.positions.data();
+  configuration.types = types.data();
+  configuration.ids = ids.data();
+  configuration.atoms_in_frame = atoms;
+  configuration.cell = box.cell;
+
+  const ReferenceLabel waited = reference.label(configuration, ReferenceUse::Label);
+  const auto started = std::chrono::steady_clock::now();
+  const std::unique_ptr<PendingLabel> pending = reference.start_label(configuration);
+  ASSERT_TRUE(pending);
+  EXPECT_LT(seconds_since(started), 0.5 * kCallSeconds) << "start_label waited for the call";
+  if (rank == 0) {
+    EXPECT_FALSE(pending->ready());
+  }
+  const ReferenceLabel background = pending->wait();
+  EXPECT_GE(seconds_since(started), kCallSeconds);
+  EXPECT_EQ(background.energy, waited.energy);
+  EXPECT_EQ(background.virial, waited.virial);
+  // Rank 0 holds the whole frame's forces in id order, here its own atoms' order.
+  EXPECT_EQ(background.owned_forces, rank == 0 ? waited.owned_forces : std::vector<double>{});
+  EXPECT_EQ(reference.failed_attempts(), 0);
 }
 
 // The C++ reference itself: forces are minus the energy's gradient, the virial minus its

@@ -13,6 +13,7 @@
 #include <set>
 #include <string>
 
+#include "frame_gather.h"
 #include "label_journal.h"
 #include "learning_log.h"
 
@@ -520,6 +521,182 @@ TEST(OnTheFlyTrainer, TheEnergyGuardSparesReferenceDrivenMdAndCanBeSetOrTurnedOf
   EXPECT_DOUBLE_EQ(default_outlier_energy("metal"), 1.0);
   EXPECT_NEAR(default_outlier_energy("real"), 23.0605, 1e-3);   // kcal/mol
   EXPECT_EQ(default_outlier_energy("lj"), 0.0);
+}
+
+// A reference that labels in the background (as an ab initio code in its own process does): an
+// answer is there only once the trainer has asked `polls` times whether it is; `failing_steps`
+// answer with a failure.
+class BackgroundReference : public Reference {
+ public:
+  BackgroundReference(Reference& inner, int polls, std::set<int64_t> failing_steps = {})
+      : inner_(inner), polls_(polls), failing_steps_(std::move(failing_steps)) {}
+  std::string description() const override { return "background (test)"; }
+  ReferenceLabel label(const ReferenceConfiguration& configuration, ReferenceUse use) override {
+    waited_for.push_back(configuration.step);
+    waited_uses.push_back(use);
+    return inner_.label(configuration, use);
+  }
+  std::unique_ptr<PendingLabel> start_label(const ReferenceConfiguration& configuration) override {
+    started.push_back(configuration.step);
+    if (in_flight_ > 0) started_while_in_flight = true;
+    ReferenceLabel label = inner_.label(configuration, ReferenceUse::Label);
+    const FrameGather whole(configuration, MPI_COMM_WORLD);
+    label.owned_forces = whole.gather(label.owned_forces.data(), 3);
+    return std::make_unique<Answer>(*this, std::move(label), polls_,
+                                    failing_steps_.count(configuration.step) != 0);
+  }
+  std::vector<int64_t> waited_for, started;
+  std::vector<ReferenceUse> waited_uses;
+  bool started_while_in_flight = false;
+
+ private:
+  class Answer : public PendingLabel {
+   public:
+    Answer(BackgroundReference& owner, ReferenceLabel label, int polls, bool fails)
+        : owner_(owner), label_(std::move(label)), polls_(polls), fails_(fails) {
+      ++owner_.in_flight_;
+    }
+    ~Answer() override { --owner_.in_flight_; }
+    Answer(const Answer&) = delete;
+    Answer& operator=(const Answer&) = delete;
+    bool ready() override { return ++asked_ > polls_; }
+    ReferenceLabel wait() override {
+      if (fails_) throw ReferenceFailure("the client's SCF did not converge (test)");
+      return label_;
+    }
+
+   private:
+    BackgroundReference& owner_;
+    ReferenceLabel label_;
+    int polls_;
+    bool fails_;
+    int asked_ = 0;
+  };
+  Reference& inner_;
+  int polls_;
+  std::set<int64_t> failing_steps_;
+  int in_flight_ = 0;
+};
+
+struct BackgroundRun {
+  BackgroundRun(const TrainerSettings& settings, int polls, std::set<int64_t> failing_steps = {})
+      : configurations(argon_configurations(5, kCutoff)),
+        reference(&source.current),
+        background(reference, polls, std::move(failing_steps)),
+        trainer(argon_model(kCutoff), settings, background, MPI_COMM_WORLD,
+                TrainerMessages{[this](const std::string& line) { log.push_back(line); },
+                                [this](const std::string& line) { warnings.push_back(line); }}) {}
+  void steps(int64_t first, int64_t last) {
+    for (int64_t step = first; step <= last; ++step) {
+      source.step = step;
+      source.current = configurations[static_cast<std::size_t>(step) % configurations.size()].get();
+      trainer.on_step(step, source);
+    }
+  }
+  bool logged(const std::string& text) const {
+    return std::any_of(log.begin(), log.end(),
+                       [&](const std::string& line) { return line.find(text) != std::string::npos; });
+  }
+
+  std::vector<std::unique_ptr<MdConfiguration>> configurations;
+  TestFrameSource source;
+  RecordingReference reference;
+  BackgroundReference background;
+  std::vector<std::string> log, warnings;
+  OnTheFlyTrainer trainer;
+};
+
+// drive auto by accuracy whose model takes over after a few labels and then asks for more
+// (without label_wait: 9 labels asked for while the model drives steps 0-30), label_wait no.
+TrainerSettings background_settings() {
+  TrainerSettings settings = accuracy_settings(0.4, 1e6);
+  settings.policy.min_labels = 1;
+  settings.label_wait = false;
+  settings.type_elements = {"", "Ar"};  // the label is kept whole, as a journal record is
+  return settings;
+}
+
+TEST(OnTheFlyTrainer, WithoutLabelWaitTheMdGoesOnAndTheAnswerIsLearnedWhenItArrives) {
+  BackgroundRun run(background_settings(), 2);
+  run.steps(0, 30);
+  run.trainer.end_of_run(30);
+  // The labels the reference drove with were waited for (their forces move the atoms); those the
+  // model's driving asked for went to the background, one at a time, and each was learned on a
+  // later step than it was asked on.
+  ASSERT_FALSE(run.background.started.empty());
+  EXPECT_FALSE(run.background.started_while_in_flight);
+  const int64_t first_background = run.background.started.front();
+  EXPECT_LT(run.background.waited_for.front(), first_background);
+  // A label waited for while the model drove: only after a check that found the MD had left the
+  // region of the label in flight.
+  const auto waited_while_model_drove = static_cast<std::size_t>(std::count(
+      run.background.waited_uses.begin(), run.background.waited_uses.end(), ReferenceUse::Label));
+  const auto left_region = static_cast<std::size_t>(
+      std::count_if(run.log.begin(), run.log.end(), [](const std::string& line) {
+        return line.find("since the label in flight") != std::string::npos;
+      }));
+  EXPECT_EQ(waited_while_model_drove, left_region);
+  EXPECT_TRUE(run.logged("learned the label of step " + std::to_string(first_background) +
+                         " (the MD went on"));
+  // Every call paid for was learned.
+  EXPECT_EQ(run.trainer.counters().learned_labels, run.trainer.counters().reference_calls);
+  EXPECT_EQ(run.trainer.counters().reference_calls,
+            static_cast<int64_t>(run.background.waited_for.size() + run.background.started.size()));
+  EXPECT_EQ(run.trainer.counters().skipped_labels, 0);
+  // The answers that arrived later were compared with the prediction made when they were asked.
+  EXPECT_GT(run.trainer.calibration().samples(), 0);
+}
+
+TEST(OnTheFlyTrainer, ALabelInFlightIsLearnedBeforeTheRunEndsOrARestartFileIsWritten) {
+  // Answers that never arrive by themselves: the label in flight is waited for at the end of a
+  // run, and before the state goes into a restart file.
+  for (const bool restart : {false, true}) {
+    BackgroundRun run(background_settings(), 1000000);
+    int64_t step = 0;
+    for (; step <= 30 && run.background.started.empty(); ++step) run.steps(step, step);
+    ASSERT_EQ(run.background.started.size(), 1u);
+    run.steps(step, step);  // the MD goes on
+    const int64_t calls = run.trainer.counters().reference_calls;
+    EXPECT_EQ(run.trainer.counters().learned_labels, calls - 1);
+    if (restart) {
+      EXPECT_FALSE(run.trainer.save_restart(step).empty());
+    } else {
+      run.trainer.end_of_run(step);
+    }
+    EXPECT_EQ(run.trainer.counters().learned_labels, calls);
+    EXPECT_EQ(run.trainer.counters().reference_calls, calls);
+  }
+}
+
+TEST(OnTheFlyTrainer, AFailedAnswerInFlightIsSkippedAndTheModelDrivesOn) {
+  BackgroundRun probe(background_settings(), 2);
+  probe.steps(0, 30);
+  ASSERT_FALSE(probe.background.started.empty());
+  const int64_t first_background = probe.background.started.front();
+  BackgroundRun run(background_settings(), 2, {first_background});
+  run.steps(0, 30);
+  run.trainer.end_of_run(30);
+  EXPECT_EQ(run.trainer.counters().skipped_labels, 1);
+  EXPECT_EQ(run.trainer.counters().learned_labels, run.trainer.counters().reference_calls - 1);
+  ASSERT_FALSE(run.warnings.empty());
+  EXPECT_NE(run.warnings.front().find("the label of step " + std::to_string(first_background) +
+                                      " skipped"),
+            std::string::npos)
+      << run.warnings.front();
+  EXPECT_GT(run.background.started.size(), 1u) << "later labels are asked for again";
+}
+
+TEST(OnTheFlyTrainer, LabelWaitNoAppliesToDriveAutoOnly) {
+  TrainerSettings settings = base_settings();
+  settings.policy.mode = DriveMode::Model;
+  settings.label_wait = false;
+  try {
+    check_trainer_fields(settings);
+    FAIL() << "label_wait no with drive model was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("label_wait no applies to drive auto only"),
+              std::string::npos);
+  }
 }
 
 TEST(OnTheFlyTrainer, SaveEveryNeedsAFile) {

@@ -132,6 +132,8 @@ TEST(TrainerKeywords, EveryKeywordSetsItsSetting) {
       {"max_calls 30 SKIP every 2",
        [](auto& t) { return !t.budget_stops_run && t.policy.label_every == 2; }},
       {"learning_log curve.csv", [](auto& t) { return t.learning_log_path == "curve.csv"; }},
+      {"label_wait no", [](auto& t) { return !t.label_wait; }},
+      {"label_wait YES", [](auto& t) { return t.label_wait; }},
   };
   for (const GoodKeyword& c : cases) {
     TrainerKeywordSettings parsed;
@@ -194,6 +196,8 @@ TEST(TrainerKeywords, EveryKeywordRejectsABadValueNamingIt) {
       {"outlier_factor 1", "outlier_factor must be 0 (off) or at least 2"},
       {"outlier_energy -1", "outlier_energy must be a finite number in [0, "},
       {"max_calls -1", "max_calls must be an integer in [0, "},
+      {"label_wait maybe", "unknown label_wait value 'maybe' (yes or no)"},
+      {"drive model label_wait no", "label_wait no applies to drive auto only"},
       {"speed 3", "unknown keyword 'speed' (expected one of: precision, every, "},
       {"lr", "keyword 'lr' needs 1 value(s)"},
       {"weights 1 2", "keyword 'weights' needs 3 value(s)"},
