@@ -227,12 +227,18 @@ ReferenceLabel IpiReference::finish(const CallOutcome& outcome) {
   return label;
 }
 
-ReferenceLabel IpiReference::label(const ReferenceConfiguration& configuration,
-                                   ReferenceUse /*use*/) {
+std::unique_ptr<FrameGather> IpiReference::gather_frame(
+    const ReferenceConfiguration& configuration) const {
   std::unique_ptr<FrameGather> frame;
   const std::string failure = first_failure_on_any_rank(
       world_, [&] { frame = std::make_unique<FrameGather>(configuration, world_); });
   if (!failure.empty()) throw ReferenceFailure(failure);
+  return frame;
+}
+
+ReferenceLabel IpiReference::label(const ReferenceConfiguration& configuration,
+                                   ReferenceUse /*use*/) {
+  const std::unique_ptr<FrameGather> frame = gather_frame(configuration);
   CallOutcome outcome;
   if (rank_ == 0) outcome = call(request_for(configuration, frame->positions()), configuration.step);
   ReferenceLabel label = finish(outcome);
@@ -275,10 +281,7 @@ class IpiReference::Pending : public PendingLabel {
 
 std::unique_ptr<PendingLabel> IpiReference::start_label(
     const ReferenceConfiguration& configuration) {
-  std::unique_ptr<FrameGather> frame;
-  const std::string failure = first_failure_on_any_rank(
-      world_, [&] { frame = std::make_unique<FrameGather>(configuration, world_); });
-  if (!failure.empty()) throw ReferenceFailure(failure);
+  const std::unique_ptr<FrameGather> frame = gather_frame(configuration);
   std::future<CallOutcome> outcome;
   if (rank_ == 0) {
     in_background_ = true;

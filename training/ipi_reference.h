@@ -26,6 +26,7 @@
 namespace otf {
 
 class ClientProcess;
+class FrameGather;
 
 struct IpiReferenceSettings {
   IpiAddress address;
@@ -84,6 +85,8 @@ class IpiReference : public Reference {
     std::vector<double> whole_forces;
     std::string failure;
   };
+  // Collective: the frame whole on rank 0; ReferenceFailure on every rank if it cannot be.
+  std::unique_ptr<FrameGather> gather_frame(const ReferenceConfiguration& configuration) const;
   // Rank 0: the request for the gathered frame, in atomic units.
   IpiRequest request_for(const ReferenceConfiguration& configuration,
                          const std::vector<double>& positions) const;

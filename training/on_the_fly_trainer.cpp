@@ -285,7 +285,8 @@ void OnTheFlyTrainer::on_step(int64_t step, MdFrameSource& md, bool last_of_run)
   }
   if (replay_) learn_missed_labels(step, false);
   // The reference drives from here (a hand-over decided on an earlier step): the label in flight
-  // is learned before the reference's own.
+  // is learned before the reference's own (a label the reference drives with, or any label of
+  // the fixed modes, which never have one in flight).
   if (in_flight_ && policy_.reference_drives()) collect_label_in_flight(step, true);
   const StepPlan plan = policy_.plan_step(step);
   if (plan.reference_forces) {
@@ -301,7 +302,6 @@ void OnTheFlyTrainer::on_step(int64_t step, MdFrameSource& md, bool last_of_run)
     // that calibrates compares the prediction from before it with the answer.
     const bool measure_first = journal_enabled() || compares;
     if (measure_first) measure_uncertainty(frame, md, compares);
-    collect_label_in_flight(step, true);
     const bool labelled = label_and_train(step, frame, md, measure_first);
     // A calibrating criterion keeps what was predicted before the label for the log and the
     // per-atom output.
@@ -343,10 +343,8 @@ void OnTheFlyTrainer::on_step(int64_t step, MdFrameSource& md, bool last_of_run)
         criterion->checked_value(measured) >
             OnTheFlyPolicy::kDistinctlyWorse * in_flight_->asked_value;
     if (in_background && !in_flight_) {
-      if (start_label_in_flight(step, md)) {
-        in_flight_->asked_value = criterion->checked_value(measured);
-        collect_label_in_flight(step, false);  // a reference without a delay has answered
-      } else {
+      // An answer already there (a reference without a delay) is learned at the step end below.
+      if (!start_label_in_flight(step, md, criterion->checked_value(measured))) {
         log_row(step, "label_skipped");
         if (criterion->judges_label(true, false)) assess_label(step);
       }
@@ -470,6 +468,37 @@ void OnTheFlyTrainer::log_frame_parts() const {
   messages_.log(frame_parts_line(ranks_, low, high, sum));
 }
 
+void OnTheFlyTrainer::check_force_count(std::size_t components, int64_t atoms,
+                                        const char* which) const {
+  if (components != 3 * static_cast<std::size_t>(atoms))
+    throw std::runtime_error("the reference " + reference_.description() + " returned " +
+                             std::to_string(components) + " force components for " +
+                             std::to_string(atoms) + " " + which);
+}
+
+bool OnTheFlyTrainer::budget_refuses(int64_t step, ReferenceUse use) {
+  if (!budget_spent()) return false;
+  const std::string spent = budget_spent_text();
+  if (use == ReferenceUse::Label && !settings_.budget_stops_run) {
+    if (!budget_noted_ && rank_ == 0 && messages_.log)
+      messages_.log("step " + std::to_string(step) + ": " + spent +
+                    ": no more labels, the model drives on");
+    budget_noted_ = true;
+  } else if (stop_reason_.empty()) {
+    stop_reason_ = spent + (use == ReferenceUse::Drive ? " and the reference would drive" : "");
+  }
+  return true;
+}
+
+void OnTheFlyTrainer::refused_label_hands_back(int64_t step, LabelVerdict verdict) {
+  // The model drove somewhere it must not learn from: the reference drives it out again.
+  if (verdict == LabelVerdict::Outlier && policy_.after_refused_label() && rank_ == 0 &&
+      messages_.log)
+    messages_.log("step " + std::to_string(step) +
+                  ": the reference drives again: the model drove to a configuration whose "
+                  "label was not learned");
+}
+
 std::string OnTheFlyTrainer::budget_spent_text() const {
   return "the reference-call budget (max_calls " +
          std::to_string(settings_.max_reference_calls) + ") is spent";
@@ -492,18 +521,7 @@ void OnTheFlyTrainer::skip_failed_label(const std::string& which, const Referenc
 bool OnTheFlyTrainer::ask_reference(int64_t step, MdFrameSource& md, ReferenceUse use,
                                     bool first_time, bool uncertainty_measured,
                                     ReferenceLabel& label) {
-  if (budget_spent()) {
-    const std::string spent = budget_spent_text();
-    if (use == ReferenceUse::Label && !settings_.budget_stops_run) {
-      if (!budget_noted_ && rank_ == 0 && messages_.log)
-        messages_.log("step " + std::to_string(step) + ": " + spent +
-                      ": no more labels, the model drives on");
-      budget_noted_ = true;
-    } else if (stop_reason_.empty()) {
-      stop_reason_ = spent + (use == ReferenceUse::Drive ? " and the reference would drive" : "");
-    }
-    return false;
-  }
+  if (budget_refuses(step, use)) return false;
   const ReferenceConfiguration configuration = md.reference_configuration();
   if (first_time && replay_) {
     // Resumed after a kill: the killed run paid for this label and journalled it.
@@ -621,11 +639,7 @@ LabelledFrame OnTheFlyTrainer::whole_label(int64_t step,
                                            const ReferenceConfiguration& configuration,
                                            const ReferenceLabel& label,
                                            const double* uncertainty) const {
-  if (label.owned_forces.size() != 3 * static_cast<std::size_t>(configuration.num_local))
-    throw std::runtime_error("the reference " + reference_.description() + " returned " +
-                             std::to_string(label.owned_forces.size()) +
-                             " force components for " + std::to_string(configuration.num_local) +
-                             " owned atoms");
+  check_force_count(label.owned_forces.size(), configuration.num_local, "owned atoms");
   const FrameGather whole(configuration, world_);
   const std::vector<double> forces = whole.gather(label.owned_forces.data(), 3);
   LabelledFrame record = whole_configuration(step, configuration, whole, uncertainty);
@@ -708,18 +722,21 @@ void OnTheFlyTrainer::learn_whole_frames(int64_t step,
   });
 }
 
-bool OnTheFlyTrainer::start_label_in_flight(int64_t step, MdFrameSource& md) {
-  if (budget_spent()) {
-    // As for a label the MD waits for (ask_reference): skipped, or the run stops.
-    ReferenceLabel unused;
-    return ask_reference(step, md, ReferenceUse::Label, true, true, unused);
-  }
+bool OnTheFlyTrainer::start_label_in_flight(int64_t step, MdFrameSource& md,
+                                            double asked_value) {
+  if (budget_refuses(step, ReferenceUse::Label)) return false;
   const ReferenceConfiguration configuration = md.reference_configuration();
   auto flight = std::make_unique<LabelInFlight>();
   flight->step = step;
+  flight->asked_value = asked_value;
   flight->due = std::chrono::steady_clock::now() +
                 std::chrono::duration_cast<std::chrono::steady_clock::duration>(
                     std::chrono::duration<double>(settings_.reference_delay));
+  // The configuration whole on rank 0: the held-back answer's forces, the record and the
+  // prediction are gathered by it.
+  std::unique_ptr<FrameGather> whole;
+  agreed("gathering the configuration of step " + std::to_string(step),
+         [&] { whole = std::make_unique<FrameGather>(configuration, world_); });
   try {
     Stopwatch timing(counters_.reference_seconds);
     flight->answer = reference_.start_label(configuration);
@@ -728,13 +745,8 @@ bool OnTheFlyTrainer::start_label_in_flight(int64_t step, MdFrameSource& md) {
       // back for the rest of reference_delay, as an expensive one's would be.
       ReferenceLabel label = reference_.label(configuration, ReferenceUse::Label);
       agreed("gathering the label of step " + std::to_string(step), [&] {
-        if (label.owned_forces.size() != 3 * static_cast<std::size_t>(configuration.num_local))
-          throw std::runtime_error("the reference " + reference_.description() + " returned " +
-                                   std::to_string(label.owned_forces.size()) +
-                                   " force components for " +
-                                   std::to_string(configuration.num_local) + " owned atoms");
-        const FrameGather whole(configuration, world_);
-        label.owned_forces = whole.gather(label.owned_forces.data(), 3);
+        check_force_count(label.owned_forces.size(), configuration.num_local, "owned atoms");
+        label.owned_forces = whole->gather(label.owned_forces.data(), 3);
       });
       flight->answer = std::make_unique<HeldBackLabel>(std::move(label));
     }
@@ -745,15 +757,14 @@ bool OnTheFlyTrainer::start_label_in_flight(int64_t step, MdFrameSource& md) {
   count_reference_call();
   const auto owned = static_cast<std::size_t>(configuration.num_local);
   agreed("keeping the configuration of step " + std::to_string(step), [&] {
-    const FrameGather whole(configuration, world_);
-    flight->frame = whole_configuration(step, configuration, whole,
+    flight->frame = whole_configuration(step, configuration, *whole,
                                         journal_enabled() ? md.force_uncertainty_per_atom()
                                                           : nullptr);
     flight->prediction_kept = prediction_kept_ && predicted_forces_.size() == 3 * owned &&
                               predicted_spread_.size() == owned;
     if (!flight->prediction_kept) return;
-    flight->predicted_forces = whole.gather(predicted_forces_.data(), 3);
-    flight->predicted_spread = whole.gather(predicted_spread_.data(), 1);
+    flight->predicted_forces = whole->gather(predicted_forces_.data(), 3);
+    flight->predicted_spread = whole->gather(predicted_spread_.data(), 1);
     flight->predicted_energy = predicted_summary_.mean_energy;
     flight->energy_spread_per_atom = predicted_summary_.energy_spread_per_atom;
     flight->from_trained_model = prediction_from_trained_model_;
@@ -791,11 +802,8 @@ void OnTheFlyTrainer::collect_label_in_flight(int64_t step, bool wait) {
   LabelledFrame& frame = flight->frame;
   agreed("completing " + asked, [&] {
     if (rank_ != 0) return;
-    if (label.owned_forces.size() != frame.positions.size())
-      throw std::runtime_error("the reference " + reference_.description() + " returned " +
-                               std::to_string(label.owned_forces.size()) +
-                               " force components for " +
-                               std::to_string(frame.positions.size() / 3) + " atoms");
+    check_force_count(label.owned_forces.size(),
+                      static_cast<int64_t>(frame.positions.size() / 3), "atoms");
     frame.energy = label.energy;
     frame.virial = label.virial;
     frame.forces = label.owned_forces;
@@ -803,10 +811,7 @@ void OnTheFlyTrainer::collect_label_in_flight(int64_t step, bool wait) {
   });
   const LabelVerdict verdict = judge_label_values(step, label, true);
   if (verdict != LabelVerdict::Learnable) {
-    if (verdict == LabelVerdict::Outlier && policy_.after_refused_label() && rank_ == 0 &&
-        messages_.log)
-      messages_.log("step " + std::to_string(step) + ": the reference drives again: the model "
-                    "drove to a configuration whose label (" + asked + ") was not learned");
+    refused_label_hands_back(step, verdict);
     log_row(step, "label_skipped");
     if (criterion && criterion->judges_label(true, false)) assess_label(step);
     return;
@@ -886,13 +891,7 @@ bool OnTheFlyTrainer::label_and_train(int64_t step, const FramePart& frame, MdFr
   const LabelVerdict verdict = judge_label_values(step, label, use == ReferenceUse::Label);
   if (verdict != LabelVerdict::Learnable) {
     prediction_kept_ = false;
-    // The model drove somewhere it must not learn from: the reference drives it out again.
-    const bool handed_back = use == ReferenceUse::Label && verdict == LabelVerdict::Outlier &&
-                             policy_.after_refused_label();
-    if (handed_back && rank_ == 0 && messages_.log)
-      messages_.log("step " + std::to_string(step) +
-                    ": the reference drives again: the model drove to a configuration whose "
-                    "label was not learned");
+    if (use == ReferenceUse::Label) refused_label_hands_back(step, verdict);
     return false;
   }
   if (compares_prediction() && prediction_kept_) record_calibration_sample(md, label);
@@ -914,12 +913,7 @@ bool OnTheFlyTrainer::label_and_train(int64_t step, const FramePart& frame, MdFr
   labelled.virial = label.virial;
   const int64_t skipped_before = session_->report().skipped_steps;
   agreed("training on step " + std::to_string(step), [&] {
-    const auto expected = static_cast<std::size_t>(3 * frame.system.num_local);
-    if (label.owned_forces.size() != expected)
-      throw std::runtime_error("the reference " + reference_.description() + " returned " +
-                               std::to_string(label.owned_forces.size()) +
-                               " force components for " +
-                               std::to_string(frame.system.num_local) + " owned atoms");
+    check_force_count(label.owned_forces.size(), frame.system.num_local, "owned atoms");
     snapshot_step_weights(step);
     const bool statistics_were_ready = session_->statistics_ready();
     session_->add_frame(labelled);

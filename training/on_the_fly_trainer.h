@@ -184,6 +184,11 @@ class OnTheFlyTrainer {
   bool journal_enabled() const;
   bool budget_spent() const;
   std::string budget_spent_text() const;
+  // With the reference-call budget spent: notes it (no more labels, or the run stops, as
+  // max_calls says) and returns true.
+  bool budget_refuses(int64_t step, ReferenceUse use);
+  // Throws std::runtime_error unless a label has 3 force components per atom ("owned atoms").
+  void check_force_count(std::size_t components, int64_t atoms, const char* which) const;
   // A call paid for: counted; once the budget is spent the run is asked to stop (max_calls stop).
   void count_reference_call();
   // A label the reference could not give while the model drives: counted, warned about ("<which>
@@ -204,7 +209,8 @@ class OnTheFlyTrainer {
   // label_wait no (docs/design.md §14.1). Collective: asks the reference for a label of the
   // step in the background (a reference that cannot is asked now and its answer held back until
   // reference_delay has passed). Returns false when no call was made (a failure, the budget).
-  bool start_label_in_flight(int64_t step, MdFrameSource& md);
+  // asked_value: the drive criterion's value on the check that asked for it.
+  bool start_label_in_flight(int64_t step, MdFrameSource& md, double asked_value);
   // Collective: learns the label in flight when its answer is there, or with wait, after waiting
   // for it; no-op without one. Walkers: a round with the label.
   void collect_label_in_flight(int64_t step, bool wait);
@@ -236,6 +242,9 @@ class OnTheFlyTrainer {
   void count_learned(int64_t labels, double largest_force, double lowest_per_atom,
                      double highest_per_atom);
   LabelVerdict judge_label_values(int64_t step, const ReferenceLabel& label, bool model_drove);
+  // After a refused label of a configuration the model drove to: an outlier gives the MD back to
+  // the reference under drive auto (OnTheFlyPolicy::after_refused_label), said in the log.
+  void refused_label_hands_back(int64_t step, LabelVerdict verdict);
   void check_replicas(int64_t step);
   // The configuration whole on rank 0 (empty elsewhere), without its label.
   LabelledFrame whole_configuration(int64_t step, const ReferenceConfiguration& configuration,
