@@ -160,7 +160,8 @@ def element_of_types(data, elements):
 
 def cp2k_input(data, mode, elements, project, socket=None, inet=False, host="127.0.0.1",
                port=31415, cutoff=200.0, rel_cutoff=40.0, eps_scf=1.0e-6, max_scf=50,
-               outer_max_scf=10, scf="diag", smearing_k=300.0, stress=True, kpoints=1):
+               outer_max_scf=10, scf="diag", smearing_k=300.0, stress=True, kpoints=1,
+               basis=None):
     type_element = element_of_types(data, elements)
     for element in set(type_element.values()):
         if element not in KINDS:
@@ -285,10 +286,11 @@ def cp2k_input(data, mode, elements, project, socket=None, inet=False, host="127
         w("      %-2s %.10f %.10f %.10f" % (type_element[atom_type], x, y, z))
     w("    &END COORD")
     for element in sorted(set(type_element.values())):
-        basis, potential = KINDS[element]
+        kind_basis, potential = KINDS[element]
+        kind_basis = basis or kind_basis
         w("    &KIND %s" % element)
         w("      ELEMENT %s" % element)
-        w("      BASIS_SET %s" % basis)
+        w("      BASIS_SET %s" % kind_basis)
         w("      POTENTIAL %s" % potential)
         w("    &END KIND")
     if mode == "single-point":
@@ -326,6 +328,9 @@ def main(argv=None):
     parser.add_argument("--cutoff", type=float, default=200.0, help="MGRID CUTOFF, Ry")
     parser.add_argument("--rel-cutoff", type=float, default=40.0, help="MGRID REL_CUTOFF, Ry")
     parser.add_argument("--eps-scf", type=float, default=1.0e-6)
+    parser.add_argument("--basis", default=None,
+                        help="basis set of every element, a name in BASIS_MOLOPT (default: "
+                        "DZVP-MOLOPT-SR-GTH; e.g. TZV2P-MOLOPT-GTH to check a setting)")
     parser.add_argument("--max-scf", type=int, default=50, help="SCF steps (OT: inner loop)")
     parser.add_argument("--outer-max-scf", type=int, default=10, help="outer SCF loops (OT)")
     parser.add_argument("--scf", choices=("diag", "ot"), default="diag",
@@ -370,7 +375,8 @@ def main(argv=None):
                       inet=args.inet, host=args.host, port=args.port, cutoff=args.cutoff,
                       rel_cutoff=args.rel_cutoff, eps_scf=args.eps_scf, max_scf=args.max_scf,
                       outer_max_scf=args.outer_max_scf, scf=args.scf,
-                      smearing_k=args.smearing, stress=not args.no_stress, kpoints=args.kpoints)
+                      smearing_k=args.smearing, stress=not args.no_stress, kpoints=args.kpoints,
+                      basis=args.basis)
     if args.output:
         with open(args.output, "w") as handle:
             handle.write(text)

@@ -9,6 +9,10 @@ started from a perfect lattice at 2000 K, NVT at 1000 K, every fix keyword at it
 * the model then agrees with Stillinger-Weber on 4 configurations of an SW trajectory at 1000 K
   from other velocities: force RMSE <= 0.05 eV/A, energy <= 2 meV/atom;
 * 1 and 2 ranks label at the same steps and fit the same model (forces within 1e-6 eV/A);
+* two elements (64-atom zincblende CdTe from CdTe.sw, the same keywords, 600 K; issue 34's
+  learner for two elements): a handful of calls, and on 4 configurations of a CdTe.sw trajectory
+  from other velocities each element's force RMSE is within 5% of its RMS force (the model
+  learns per element, not one average), 1 and 2 ranks label alike;
 * a committee of one is refused by name.
 """
 import csv
@@ -110,7 +114,73 @@ def one_run(ctx, np):
     return labels, calls, model
 
 
+CDTE_SPEC = SPEC.replace('["Si"]', '["Cd", "Te"]').replace('"cutoff": 4.0', '"cutoff": 5.5')
+
+CDTE_SETUP = """units metal
+boundary p p p
+atom_modify map array
+lattice diamond 6.48
+region box block 0 2 0 2 0 2
+create_box 2 box
+create_atoms 1 box basis 5 2 basis 6 2 basis 7 2 basis 8 2
+mass 1 112.41
+mass 2 127.60
+timestep 0.002
+"""
+
+
+def two_elements(ctx, np):
+    """CdTe from CdTe.sw: calls, label steps, per-element force RMSE / RMS force on SW configurations."""
+    (ctx.workdir / "cdte-bayes.json").write_text(CDTE_SPEC)
+    script = (f"plugin load {ctx.plugin}\n" + CDTE_SETUP +
+              "pair_style otf cdte-bayes.json\npair_coeff * * Cd Te\n"
+              "velocity all create 1200.0 2027 mom yes rot yes dist gaussian\n"
+              "fix md all nvt temp 600.0 600.0 0.2\n"
+              f'fix t all otf/train reference "sw" coeff "* * CdTe.sw Cd Te" '
+              f"learning_log cdte-np{np}.csv save cdte-np{np}.otf\n"
+              "thermo 100\nrun 300\nunfix t\n"
+              "pair_style sw\npair_coeff * * CdTe.sw Cd Te\n"
+              "velocity all create 1200.0 87287 mom yes rot yes dist gaussian\nrun 500\n"
+              "compute pe all pe/atom\n"
+              f"dump ref all custom 100 cdte-ref-np{np}.dump id x y z fx fy fz c_pe type\n"
+              f"dump_modify ref sort id format float %.12g\nrun 300\nundump ref\n"
+              f"pair_style otf cdte-np{np}.otf\npair_coeff * * Cd Te\n"
+              f"dump model all custom 1 cdte-model-np{np}.dump id x y z fx fy fz c_pe\n"
+              f"dump_modify model sort id format float %.12g\n"
+              f"rerun cdte-ref-np{np}.dump dump x y z box yes\n")
+    run_lammps(ctx, script, np=np, name=f"in.cdte-np{np}")
+    with open(ctx.workdir / f"cdte-np{np}.csv", newline="") as handle:
+        rows = list(csv.DictReader(handle))
+    labels = [int(r["step"]) for r in rows if r["event"] == "label"]
+    calls = int(rows[-1]["reference_calls"])
+    reference = read_dump(ctx.workdir / f"cdte-ref-np{np}.dump")
+    model = read_dump(ctx.workdir / f"cdte-model-np{np}.dump")
+    expect(len(reference) == 4 and len(model) == 4,
+           f"CdTe np {np}: {len(reference)} reference and {len(model)} model configurations")
+    sums = {}   # element -> [squared error, squared reference force, components]
+    for ref, mod in zip(reference, model):
+        for a, b in zip(ref, mod):
+            element = "Cd" if int(a[8]) == 1 else "Te"
+            entry = sums.setdefault(element, [0.0, 0.0, 0])
+            entry[0] += sum((a[k] - b[k]) ** 2 for k in (4, 5, 6))
+            entry[1] += sum(a[k] ** 2 for k in (4, 5, 6))
+            entry[2] += 3
+    relative = {e: math.sqrt(err / n) / math.sqrt(ref / n) for e, (err, ref, n) in sums.items()}
+    print(f"CdTe np {np}: labels at {labels}, {calls} calls; force RMSE per element on CdTe.sw "
+          "configurations at 600 K, relative to the element's RMS force: " +
+          ", ".join(f"{e} {r:.1%}" for e, r in sorted(relative.items())))
+    expect(sorted(relative) == ["Cd", "Te"], f"CdTe np {np}: elements {sorted(relative)}")
+    expect(calls <= 6, f"CdTe np {np}: {calls} reference calls in 300 steps (at most 6)")
+    for element, r in relative.items():
+        expect(r <= 0.05, f"CdTe np {np}: {element} force RMSE {r:.1%} of its RMS force (> 5%)")
+    return labels
+
+
 def test(ctx):
+    cdte1 = two_elements(ctx, 1)
+    if ctx.np > 1:
+        cdte2 = two_elements(ctx, 2)
+        expect(cdte1 == cdte2, f"CdTe: 1 rank labelled at {cdte1}, 2 ranks at {cdte2}")
     labels1, calls1, model1 = one_run(ctx, 1)
     if ctx.np > 1:
         labels2, calls2, model2 = one_run(ctx, 2)
