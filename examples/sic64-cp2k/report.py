@@ -1,11 +1,12 @@
 #!/usr/bin/python3
 """Report of examples/sic64-cp2k (Debian's /usr/bin/python3, standard library only): for the
 training run and the warm-started run, the DFT calls, the wall time and what the same MD would
-have cost as ab initio MD; for each model on the held-out DFT frames at 1000 K and 1600 K
-(Tersoff MD configurations labelled by CP2K with the training run's settings, never trained on),
+have cost as ab initio MD; for each model on the held-out DFT frames at 1000 K and 1600 K, the
+training run's temperatures, and at 600 K, one it never sees (Tersoff MD configurations labelled by
+CP2K with the training run's settings, never trained on),
 the force RMSE per component, per element, the energy RMSE per atom and the largest force error.
 Exits 1 when a target of issue 34 is missed: at most 40 DFT calls, a force RMSE of at most 8% of
-the RMS DFT force for each element at both temperatures, the on-the-fly run at least 10x cheaper
+the RMS DFT force for each element at the training temperatures (600 K is reported), the on-the-fly run at least 10x cheaper
 than ab initio MD, the warm start reaching the same accuracy with fewer new calls.
 
 usage: report.py [--folder DIR]
@@ -21,7 +22,8 @@ from heldout_report import TargetChecks, report_folder, stage_results  # noqa: E
 RELATIVE_FORCE_TARGET = 0.08   # of each element's RMS DFT force, at both temperatures
 MAX_CALLS = 40
 MIN_SPEED_UP = 10.0
-TEMPERATURES = ("1000K", "1600K")
+TEMPERATURES = ("1000K", "1600K")  # the training run's, with targets
+UNSEEN = ("600K",)                  # reported
 # Each stage's model dump tag and label journal (in.sic64-cp2k).
 STAGES = {"train": ("sic64", "sic64-dft.extxyz"), "warm": ("sic64-warm", "sic64-dft-warm.extxyz")}
 TRAINING_RUNS = 3   # 1000 K, heating, 1600 K (in.sic64-cp2k)
@@ -35,7 +37,8 @@ def main():
     folder = report_folder(__file__)
     check = TargetChecks()
 
-    heldout = {t: read_journal(folder / f"heldout-{t}.extxyz") for t in TEMPERATURES}
+    heldout = {t: read_journal(folder / f"heldout-{t}.extxyz")
+               for t in TEMPERATURES + UNSEEN if (folder / f"heldout-{t}.extxyz").exists()}
     results = stage_results(folder, heldout, STAGES, "(1000 K, heating, 1600 K)",
                             runs=TRAINING_RUNS)
 

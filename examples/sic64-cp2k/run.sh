@@ -10,10 +10,11 @@ rm -f sic64-dft.extxyz sic64-dft-warm.extxyz heldout-*-sic64*.dump cp2k-*.log
 source ../lammps-potentials.sh
 heldout_pid=
 labelled() { [[ -f $1 ]] && (( $(grep -c "^64$" "$1") >= 8 )); }
-if ! labelled heldout-1000K.extxyz || ! labelled heldout-1600K.extxyz; then
+if ! labelled heldout-1000K.extxyz || ! labelled heldout-1600K.extxyz ||
+   ! labelled heldout-600K.extxyz; then
   # The configurations first (seconds: the training runs replay them at their end), then their
   # DFT labels on the second core while the training runs.
-  [[ -f heldout-1000K.dump && -f heldout-1600K.dump ]] ||
+  [[ -f heldout-1000K.dump && -f heldout-1600K.dump && -f heldout-600K.dump ]] ||
     "${LMP:-lmp}" -in in.heldout-md -log log-heldout-md.lammps
   bash make_heldout.sh > make_heldout.log 2>&1 &
   heldout_pid=$!

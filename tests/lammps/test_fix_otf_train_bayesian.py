@@ -56,29 +56,38 @@ def read_dump(path):
     return frames
 
 
-def one_run(ctx, np):
-    (ctx.workdir / "si-bayes.json").write_text(SPEC)
-    script = (f"plugin load {ctx.plugin}\n" + SETUP +
-              "pair_style otf si-bayes.json\npair_coeff * * Si\n"
-              "velocity all create 2000.0 4928459 mom yes rot yes dist gaussian\n"
-              "fix md all nvt temp 1000.0 1000.0 0.1\n"
-              f'fix t all otf/train reference "sw" coeff "* * Si.sw Si" '
-              f"learning_log learning-np{np}.csv save si-np{np}.otf\n"
+def learn_then_rerun(ctx, np, tag, setup, spec, elements, sw_file, temperature, tdamp, seed):
+    """Trains from the SW file's potential with every fix keyword at its default (300 steps of
+    NVT at `temperature` with damping `tdamp`, from twice it), then runs SW from other velocities and dumps 4
+    configurations 100 fs apart (<tag>-ref-np<np>.dump: id x y z fx fy fz pe type) and the learned
+    model's forces on them (<tag>-model-np<np>.dump); the learning log is <tag>-np<np>.csv.
+    Returns the run's result and the learning log's rows."""
+    (ctx.workdir / f"{tag}-bayes.json").write_text(spec)
+    coeff = f"* * {sw_file} {elements}"
+    script = (f"plugin load {ctx.plugin}\n" + setup +
+              f"pair_style otf {tag}-bayes.json\npair_coeff * * {elements}\n"
+              f"velocity all create {2 * temperature} {seed} mom yes rot yes dist gaussian\n"
+              f"fix md all nvt temp {temperature} {temperature} {tdamp}\n"
+              f'fix t all otf/train reference "sw" coeff "{coeff}" '
+              f"learning_log {tag}-np{np}.csv save {tag}-np{np}.otf\n"
               "thermo_style custom step temp pe f_t[1] f_t[2] f_t[3]\nthermo 50\nrun 300\n"
               "thermo_style custom step temp pe\nunfix t\n"
-              # Reference data: SW from other velocities, 4 configurations 100 fs apart.
-              "pair_style sw\npair_coeff * * Si.sw Si\n"
-              "velocity all create 2000.0 87287 mom yes rot yes dist gaussian\nrun 500\n"
+              f"pair_style sw\npair_coeff {coeff}\n"
+              f"velocity all create {2 * temperature} 87287 mom yes rot yes dist gaussian\nrun 500\n"
               "compute pe all pe/atom\n"
-              f"dump ref all custom 100 ref-np{np}.dump id x y z fx fy fz c_pe\n"
+              f"dump ref all custom 100 {tag}-ref-np{np}.dump id x y z fx fy fz c_pe type\n"
               f"dump_modify ref sort id format float %.12g\nrun 300\nundump ref\n"
-              f"pair_style otf si-np{np}.otf\npair_coeff * * Si\n"
-              f"dump model all custom 1 model-np{np}.dump id x y z fx fy fz c_pe\n"
+              f"pair_style otf {tag}-np{np}.otf\npair_coeff * * {elements}\n"
+              f"dump model all custom 1 {tag}-model-np{np}.dump id x y z fx fy fz c_pe\n"
               f"dump_modify model sort id format float %.12g\n"
-              f"rerun ref-np{np}.dump dump x y z box yes\n")
-    result = run_lammps(ctx, script, np=np, name=f"in.bayes-np{np}")
-    with open(ctx.workdir / f"learning-np{np}.csv", newline="") as handle:
-        rows = list(csv.DictReader(handle))
+              f"rerun {tag}-ref-np{np}.dump dump x y z box yes\n")
+    result = run_lammps(ctx, script, np=np, name=f"in.{tag}-np{np}")
+    with open(ctx.workdir / f"{tag}-np{np}.csv", newline="") as handle:
+        return result, list(csv.DictReader(handle))
+
+
+def one_run(ctx, np):
+    result, rows = learn_then_rerun(ctx, np, "si", SETUP, SPEC, "Si", "Si.sw", 1000, 0.1, 4928459)
     labels = [int(r["step"]) for r in rows if r["event"] == "label"]
     calls = int(rows[-1]["reference_calls"])
     fits = int(rows[-1]["optimizer_steps"])
@@ -95,8 +104,8 @@ def one_run(ctx, np):
         if r["event"] == "check":
             expect(r["drive"] == "model", f"np {np}: a check while the reference drove")
 
-    reference = read_dump(ctx.workdir / f"ref-np{np}.dump")
-    model = read_dump(ctx.workdir / f"model-np{np}.dump")
+    reference = read_dump(ctx.workdir / f"si-ref-np{np}.dump")
+    model = read_dump(ctx.workdir / f"si-model-np{np}.dump")
     expect(len(reference) == 4 and len(model) == 4,
            f"np {np}: {len(reference)} reference and {len(model)} model configurations")
     force_sq, count, energy_sq = 0.0, 0, 0.0
@@ -131,26 +140,8 @@ timestep 0.002
 
 def two_elements(ctx, np):
     """CdTe from CdTe.sw: calls, label steps, per-element force RMSE / RMS force on SW configurations."""
-    (ctx.workdir / "cdte-bayes.json").write_text(CDTE_SPEC)
-    script = (f"plugin load {ctx.plugin}\n" + CDTE_SETUP +
-              "pair_style otf cdte-bayes.json\npair_coeff * * Cd Te\n"
-              "velocity all create 1200.0 2027 mom yes rot yes dist gaussian\n"
-              "fix md all nvt temp 600.0 600.0 0.2\n"
-              f'fix t all otf/train reference "sw" coeff "* * CdTe.sw Cd Te" '
-              f"learning_log cdte-np{np}.csv save cdte-np{np}.otf\n"
-              "thermo 100\nrun 300\nunfix t\n"
-              "pair_style sw\npair_coeff * * CdTe.sw Cd Te\n"
-              "velocity all create 1200.0 87287 mom yes rot yes dist gaussian\nrun 500\n"
-              "compute pe all pe/atom\n"
-              f"dump ref all custom 100 cdte-ref-np{np}.dump id x y z fx fy fz c_pe type\n"
-              f"dump_modify ref sort id format float %.12g\nrun 300\nundump ref\n"
-              f"pair_style otf cdte-np{np}.otf\npair_coeff * * Cd Te\n"
-              f"dump model all custom 1 cdte-model-np{np}.dump id x y z fx fy fz c_pe\n"
-              f"dump_modify model sort id format float %.12g\n"
-              f"rerun cdte-ref-np{np}.dump dump x y z box yes\n")
-    run_lammps(ctx, script, np=np, name=f"in.cdte-np{np}")
-    with open(ctx.workdir / f"cdte-np{np}.csv", newline="") as handle:
-        rows = list(csv.DictReader(handle))
+    _, rows = learn_then_rerun(ctx, np, "cdte", CDTE_SETUP, CDTE_SPEC, "Cd Te", "CdTe.sw", 600, 0.2,
+                               2027)
     labels = [int(r["step"]) for r in rows if r["event"] == "label"]
     calls = int(rows[-1]["reference_calls"])
     reference = read_dump(ctx.workdir / f"cdte-ref-np{np}.dump")
