@@ -8,8 +8,8 @@ a CP2K single-point calculation with the DFT settings of the training run (cp2k-
 ../si-cp2k/make_cp2k_input.py, PBE, GTH-PBE-q4, DZVP-MOLOPT-SR-GTH, 400 Ry), and its energy,
 forces and virial are appended to the extxyz file in the label journal's format (the examples'
 reports read both with the same reader). A frame is appended whole and flushed before the next
-calculation starts; frames already in the file (by step) are not computed again, so an
-interrupted labelling continues where it stopped.
+calculation starts; frames already in the file (by step) are not computed again, and a frame cut
+short by an interruption is removed, so an interrupted labelling continues where it stopped.
 """
 import argparse
 import json
@@ -51,8 +51,21 @@ def read_dump(path):
 
 
 def labelled_steps(path):
+    """Steps already labelled in the extxyz file. A frame cut short by an interrupted write is
+    removed first (truncated away), so that the frames appended after it stay readable."""
     if not Path(path).exists():
         return set()
+    text = Path(path).read_text()
+    lines = text.splitlines(keepends=True)
+    complete, i = 0, 0
+    while i < len(lines) and lines[i].strip().isdigit():
+        end = i + 2 + int(lines[i])
+        if end > len(lines) or not lines[end - 1].endswith("\n"):
+            break
+        complete, i = sum(len(line) for line in lines[:end]), end
+    if complete < len(text):
+        with open(path, "r+") as handle:
+            handle.truncate(len(text[:complete].encode()))
     sys.path.insert(0, str(HERE.parent.parent / "tests" / "lammps"))
     from ipi_common import read_journal
     return {frame["step"] for frame in read_journal(path)}
