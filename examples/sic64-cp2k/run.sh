@@ -6,7 +6,7 @@
 # labelling while it runs.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")"
-rm -f sic64-dft.extxyz sic64-dft-warm.extxyz heldout-*-sic64*.dump cp2k-*.log
+rm -f sic64-dft.extxyz sic64-dft-warm.extxyz heldout-*-sic64*.dump cp2k-*.log learning-*.csv wall-*.txt
 source ../lammps-potentials.sh
 heldout_pid=
 labelled() { [[ -f $1 ]] && (( $(grep -c "^64$" "$1") >= 8 )); }
