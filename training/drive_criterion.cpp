@@ -139,9 +139,10 @@ void CalibratedAccuracy::check_committee_size(int64_t committee_size) const {
 }
 
 PosteriorAccuracy::PosteriorAccuracy(double target_force_error, double target_energy_error,
-                                     std::string default_units) :
+                                     double take_over_factor, std::string default_units) :
     target_force_error_(target_force_error),
     target_energy_error_(target_energy_error),
+    take_over_factor_(take_over_factor),
     default_units_(std::move(default_units)) {}
 
 std::string PosteriorAccuracy::describe() const {
@@ -188,6 +189,11 @@ bool PosteriorAccuracy::worth_verifying(const DriveMeasurement& m) const {
                               m.fit_energy_noise > kMarginalFraction * target_energy_error_);
 }
 
+bool PosteriorAccuracy::label_shows_model_wrong(const LabelAssessment& a) const {
+  return a.label_force_error > take_over_factor_ * target_force_error_ ||
+         a.label_energy_error > take_over_factor_ * target_energy_error_;
+}
+
 std::string PosteriorAccuracy::explain_label_decision(LabelDecision /*decision*/,
                                                       const LabelAssessment& /*assessment*/) const {
   return "the model drives (fitted in closed form to the labels so far; each configuration it "
@@ -209,7 +215,7 @@ std::shared_ptr<const DriveCriterion> make_drive_criterion(const PolicySettings&
   if (s.mode != DriveMode::Auto) return nullptr;
   if (s.by_accuracy() && s.learner_fits_each_label)
     return std::make_shared<PosteriorAccuracy>(s.target_force_error, s.target_energy_error,
-                                               s.default_accuracy_units);
+                                               s.take_over_factor, s.default_accuracy_units);
   if (s.by_accuracy())
     return std::make_shared<CalibratedAccuracy>(s.target_force_error, s.target_energy_error,
                                                 s.min_labels, s.take_over_factor,

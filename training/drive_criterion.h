@@ -99,6 +99,13 @@ class DriveCriterion {
   // above the accuracy, so a prediction below it is otherwise never tested where the model drives
   // unlabelled (OnTheFlyPolicy::after_check schedules the verifications).
   virtual bool worth_verifying(const DriveMeasurement& /*measurement*/) const { return false; }
+  // Whether a label the model asked for while it drove shows that it was wrong there (its error,
+  // predicted before it was learned, above the accuracy): then the model drove that far on a fit
+  // that could not tell, and it is watched on every step until its next scheduled check
+  // (OnTheFlyPolicy::after_label).
+  virtual bool label_shows_model_wrong(const LabelAssessment& /*assessment*/) const {
+    return false;
+  }
 };
 
 // drive auto thresholds <force_rmse> <uncertainty> <take_over> (docs/design.md §9).
@@ -160,7 +167,9 @@ class CalibratedAccuracy final : public DriveCriterion {
 // predicted error asks for labels.
 class PosteriorAccuracy final : public DriveCriterion {
  public:
-  PosteriorAccuracy(double target_force_error, double target_energy_error,
+  // take_over_factor: a label whose error was above it x the accuracy shows the model far off
+  // where it drove (label_shows_model_wrong); the reference never drives again.
+  PosteriorAccuracy(double target_force_error, double target_energy_error, double take_over_factor,
                     std::string default_units);
   std::string describe() const override;
   bool compares_prediction_with_label() const override { return true; }
@@ -179,9 +188,15 @@ class PosteriorAccuracy final : public DriveCriterion {
   // over-confident away from the labels (examples/si64-cp2k: energy predicted 1.4 meV/atom where
   // it was 2.6, with a fitted noise of 1.0 and forces of 0.09 eV/A).
   bool worth_verifying(const DriveMeasurement& measurement) const override;
+  // Above take_over x the accuracy. A young fit (a label or two) is sure near its labels and
+  // wrong a few steps away: SiC from Tersoff, fitted to the lattice and one warming frame, drove
+  // 10 steps unchecked into forces 47 eV/A off, and learning that wreck left its fit a noise of
+  // 0.6 eV/A for good (docs/bayesian-learner.md).
+  bool label_shows_model_wrong(const LabelAssessment& assessment) const override;
 
  private:
   double target_force_error_, target_energy_error_;
+  double take_over_factor_;
   std::string default_units_;
 };
 

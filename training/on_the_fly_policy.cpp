@@ -105,7 +105,9 @@ StepPlan OnTheFlyPolicy::plan_step(int64_t step) {
   const bool learns_each_answer = criterion_ && state_.reference_drives;
   plan.label = !checking && (learns_each_answer || step % settings_.label_every == 0) &&
                step != state_.last_labelled_step;
-  plan.check = checking && (step % *settings_.check_every == 0 || state_.check_next_step) &&
+  plan.check = checking &&
+               (step % *settings_.check_every == 0 || state_.check_next_step ||
+                step <= state_.watch_until) &&
                step != state_.last_checked_step;
   plan.reference_forces = state_.reference_drives && !plan.label;
   if (plan.label) state_.last_labelled_step = step;
@@ -116,12 +118,17 @@ StepPlan OnTheFlyPolicy::plan_step(int64_t step) {
 int64_t OnTheFlyPolicy::earliest_label_step_after(int64_t step) const {
   const auto next_on_schedule = [step](int64_t every) { return (step / every + 1) * every; };
   if (state_.reference_drives) return step + 1;
-  if (criterion_) return state_.check_next_step ? step + 1 : next_on_schedule(*settings_.check_every);
+  if (criterion_) {
+    const bool watched = state_.check_next_step || step + 1 <= state_.watch_until;
+    return watched ? step + 1 : next_on_schedule(*settings_.check_every);
+  }
   return next_on_schedule(settings_.label_every);
 }
 
 LabelDecision OnTheFlyPolicy::after_label(const LabelAssessment& assessment) {
   if (!criterion_) return LabelDecision::None;
+  if (!state_.reference_drives && criterion_->label_shows_model_wrong(assessment))
+    state_.watch_until = state_.last_labelled_step + *settings_.check_every;
   const LabelDecision decision = criterion_->judge_label(assessment, state_.reference_drives);
   if (decision == LabelDecision::ModelDrives) state_.reference_drives = false;
   if (decision == LabelDecision::ReferenceDrives) state_.reference_drives = true;
@@ -136,6 +143,9 @@ CheckOutcome OnTheFlyPolicy::after_check(int64_t step, const DriveMeasurement& m
   if (!scheduled && outcome.label && !outcome.reference_takes_over &&
       value <= kDistinctlyWorse * state_.watch_floor)
     outcome.label = false;  // watched, but not distinctly worse than at its last label
+  // Watched only because a label showed the model wrong: labelled where it is unsure, not for
+  // what a scheduled check would label (forces never learned, descriptors spreading wider).
+  if (!scheduled && !state_.check_next_step && !outcome.check_next_step) outcome.label = false;
   state_.check_next_step = outcome.check_next_step && !outcome.reference_takes_over;
   if (!outcome.label && scheduled && criterion_->worth_verifying(measurement)) {
     const int64_t origin = std::max<int64_t>(state_.first_counted_step, 0);
@@ -160,6 +170,7 @@ bool OnTheFlyPolicy::after_refused_label() {
   if (settings_.mode != DriveMode::Auto || state_.reference_drives) return false;
   state_.reference_drives = true;
   state_.check_next_step = false;
+  state_.watch_until = -1;
   return true;
 }
 

@@ -82,6 +82,10 @@ struct PolicyState {
   // check between the scheduled ones labels only above 1.25 x it (the model getting worse), so
   // that a model that cannot reach the accuracy is not labelled on every step.
   double watch_floor = 0.0;
+  // A label the model asked for showed it wrong where it drove (DriveCriterion::
+  // label_shows_model_wrong): every step up to this one (check_every after that label) is checked,
+  // and labelled when the model is unsure there; -1: none.
+  int64_t watch_until = -1;
   // The first step this policy counted (-1: none yet): where the run's labelled history starts,
   // against which after_check spaces its verifications.
   int64_t first_counted_step = -1;

@@ -27,6 +27,7 @@ constexpr int kWithCheckNextStep = 5;   // the policy's check of the next step (
 constexpr int kWithEnergyGuard = 6;     // the learned energies' range (the energy guard)
 constexpr int kWithCalibrationLabels = 7;  // the labels each calibration sample's model had
 constexpr int kWithFirstCountedStep = 8;   // where the policy's verifications are spaced from
+constexpr int kWithWatchUntil = 9;         // the steps watched after a label that found the model wrong
 
 // Every rank's replay buffer part: a count, then one byte string per rank.
 archive::Field<TrainerRestart> rank_buffers_field() {
@@ -82,6 +83,7 @@ const std::vector<archive::Field<TrainerRestart>>& restart_fields() {
       policy_field("watch_floor", &P::watch_floor, kWithCheckNextStep),
       policy_field("first_counted_step", &P::first_counted_step, kWithFirstCountedStep),
       policy_field("inherited_history", &P::inherited_history, kWithFirstCountedStep),
+      policy_field("watch_until", &P::watch_until, kWithWatchUntil),
       counter_field("reference_calls", &C::reference_calls),
       counter_field("last_saved_step", &C::last_saved_step),
       counter_field("max_uncertainty", &C::max_uncertainty),

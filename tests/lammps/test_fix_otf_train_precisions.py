@@ -3,17 +3,18 @@ MD, the model learns from it), the validation force RMSE (f_t[3]) falls by at le
 first value within 100 steps in float32, bfloat16 and float16. float16 with scale_init 2^40 first
 skips optimizer steps (f_t[6] > 0) with the loss scale (f_t[5]) halving at each skip, then steps
 proceed and the weights stay finite. float16 also trains a two-element model from Tersoff SiC
-(examples/sic-tersoff's start and descriptor): its forces were NaN there once (a float16 backward
-through the descriptor, docs/design.md §7.7), so every optimizer step was skipped and the fix
-stopped with its divergence error.
+(examples/sic-tersoff's start and its neural committee's descriptor): its forces were NaN there
+once (a float16 backward through the descriptor, docs/design.md §7.7), so every optimizer step
+was skipped and the fix stopped with its divergence error.
 """
 import math
 
 from lammps_harness import expect, main, run_lammps
 from pair_otf_common import ARGON_LJ_REFERENCE, argon_script, finite, write_argon_spec, write_spec
 
-# examples/sic-tersoff's descriptor (its narrow cutoff puts the second neighbours at 3.08 A in the
-# cutoff function's tail: tiny features, large standardisation scales), smaller networks.
+# The descriptor of examples/sic-tersoff's neural committee (sic-committee-spec.json: its narrow
+# cutoff puts the second neighbours at 3.08 A in the cutoff function's tail: tiny features, large
+# standardisation scales), smaller networks.
 SIC_HYPERPARAMETERS = {"radial_functions": 12, "angular_radial_functions": 6,
                        "max_angular_order": 3, "hidden": [16], "activation": "silu"}
 

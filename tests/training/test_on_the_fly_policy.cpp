@@ -350,6 +350,66 @@ TEST(OnTheFlyPolicy, AClosedFormModelOfMarginalFitVerifiesItsPredictionsAtDoubli
   EXPECT_EQ(warm_verified, (std::vector<int64_t>{300, 900}));
 }
 
+// A closed-form model's label whose error (predicted before it was learned) was above take_over x
+// the accuracy shows the model far off where it drove: it is watched on every step for
+// check_every steps after that label and labelled where it is unsure; a label below that is not
+// followed so, and neither is any label under the neural committee's criterion.
+TEST(OnTheFlyPolicy, AClosedFormModelFoundWrongByALabelIsWatchedUntilAnIntervalHasPassed) {
+  PolicySettings settings = accuracy_settings();
+  settings.learner_fits_each_label = true;
+  OnTheFlyPolicy policy(settings);
+  LabelAssessment fitted;
+  fitted.trained = true;
+  ASSERT_TRUE(policy.plan_step(0).label);
+  ASSERT_EQ(policy.after_label(fitted), LabelDecision::ModelDrives);  // nothing measured yet
+  EXPECT_FALSE(policy.plan_step(1).check);
+  ASSERT_TRUE(policy.plan_step(10).check);
+  DriveMeasurement zero_forces_learned = predicted(0.0, 0.0);
+  zero_forces_learned.learned_forces = false;
+  ASSERT_TRUE(policy.after_check(10, zero_forces_learned).label);
+  LabelAssessment wrong = fitted;
+  wrong.label_force_error = 2.4;  // the model's forces were 2.4 eV/A off at step 10
+  wrong.label_energy_error = 0.0001;
+  EXPECT_EQ(policy.after_label(wrong), LabelDecision::None);
+  EXPECT_EQ(policy.state().watch_until, 20);
+  EXPECT_EQ(policy.earliest_label_step_after(10), 11);
+  DriveMeasurement sure = predicted(0.01, 0.0001);
+  sure.learned_forces = true;
+  DriveMeasurement unsure = predicted(0.3, 0.0001);
+  unsure.learned_forces = true;
+  // Sure: no label; and one that only spreads wider than the labels waits for the schedule.
+  ASSERT_TRUE(policy.plan_step(11).check);
+  EXPECT_FALSE(policy.after_check(11, sure).label);
+  ASSERT_TRUE(policy.plan_step(12).check);
+  DriveMeasurement wider = sure;
+  wider.descriptor_spread_ratio = 3.0;
+  wider.descriptor_spread_limit = 1.4;
+  ASSERT_TRUE(wider.extrapolates());
+  EXPECT_FALSE(policy.after_check(12, wider).label);
+  // Unsure: labelled; within the accuracy, so no new window.
+  ASSERT_TRUE(policy.plan_step(13).check);
+  EXPECT_TRUE(policy.after_check(13, unsure).label);
+  LabelAssessment right = fitted;
+  right.label_force_error = 0.19;  // above the accuracy 0.05, below take_over 4 x it
+  right.label_energy_error = 0.0001;
+  EXPECT_EQ(policy.after_label(right), LabelDecision::None);
+  EXPECT_EQ(policy.state().watch_until, 20);
+  for (int64_t step = 14; step <= 20; ++step) {
+    ASSERT_TRUE(policy.plan_step(step).check) << step;
+    EXPECT_FALSE(policy.after_check(step, sure).label) << step;
+  }
+  EXPECT_FALSE(policy.plan_step(21).check);
+  EXPECT_EQ(policy.earliest_label_step_after(21), 30);
+  // The neural committee's criterion never watches after a label.
+  OnTheFlyPolicy neural(accuracy_settings());
+  neural.plan_step(0);
+  ASSERT_EQ(neural.after_label(assessed(0.02, 0.0005, 3)), LabelDecision::ModelDrives);
+  ASSERT_TRUE(neural.plan_step(10).check);
+  ASSERT_TRUE(neural.after_check(10, predicted(0.08, 0.0)).label);
+  neural.after_label(assessed(0.9, 0.0005, 4));
+  EXPECT_EQ(neural.state().watch_until, -1);
+}
+
 // Walkers skip their rounds before earliest_label_step_after: no step before it may label or
 // check, whoever drives, and it is not later than the next one that does.
 TEST(OnTheFlyPolicy, NoStepBeforeTheEarliestLabelStepLabelsOrChecks) {

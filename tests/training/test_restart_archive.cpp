@@ -36,6 +36,7 @@ TrainerRestart sample_restart() {
   restart.policy.model_phase_labels = 3;
   restart.policy.first_counted_step = 5;
   restart.policy.inherited_history = 1440;
+  restart.policy.watch_until = 37;
   restart.counters.reference_calls = 48;
   restart.counters.last_saved_step = 100;
   restart.counters.max_uncertainty = 0.123456789;
@@ -75,6 +76,7 @@ TEST(RestartArchive, RoundTripKeepsEveryField) {
   EXPECT_EQ(back.policy.model_phase_labels, 3);
   EXPECT_EQ(back.policy.first_counted_step, 5);
   EXPECT_EQ(back.policy.inherited_history, 1440);
+  EXPECT_EQ(back.policy.watch_until, 37);
   EXPECT_EQ(back.counters.reference_calls, 48);
   EXPECT_EQ(back.counters.last_saved_step, 100);
   EXPECT_EQ(back.counters.max_uncertainty, 0.123456789);
@@ -133,6 +135,7 @@ TEST(RestartArchive, FilesWrittenBeforeLaterFieldsStillRead) {
   EXPECT_EQ(back.policy.model_phase_labels, 1);
   EXPECT_EQ(back.policy.first_counted_step, -1);  // set again at the continued run's first step
   EXPECT_EQ(back.policy.inherited_history, 0);
+  EXPECT_EQ(back.policy.watch_until, -1);
   EXPECT_EQ(back.counters.reference_calls, 9);
   EXPECT_EQ(back.counters.max_uncertainty, 0.5);
   EXPECT_EQ(back.session, std::string("session \0 bytes", 15));
