@@ -99,9 +99,9 @@ class DriveCriterion {
   // above the accuracy, so a prediction below it is otherwise never tested where the model drives
   // unlabelled (OnTheFlyPolicy::after_check schedules the verifications).
   virtual bool worth_verifying(const DriveMeasurement& /*measurement*/) const { return false; }
-  // Whether a label the model asked for while it drove shows that it was wrong there (its error,
-  // predicted before it was learned, above the accuracy): then the model drove that far on a fit
-  // that could not tell, and it is watched on every step until its next scheduled check
+  // Whether a label the model asked for while it drove shows it far off there (its error,
+  // predicted before it was learned, well above the accuracy): the model drove that far on a fit
+  // that could not tell, and it is watched on every step for check_every steps after the label
   // (OnTheFlyPolicy::after_label).
   virtual bool label_shows_model_wrong(const LabelAssessment& /*assessment*/) const {
     return false;
