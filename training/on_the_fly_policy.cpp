@@ -105,9 +105,7 @@ StepPlan OnTheFlyPolicy::plan_step(int64_t step) {
   const bool learns_each_answer = criterion_ && state_.reference_drives;
   plan.label = !checking && (learns_each_answer || step % settings_.label_every == 0) &&
                step != state_.last_labelled_step;
-  plan.check = checking &&
-               (step % *settings_.check_every == 0 || state_.check_next_step ||
-                step <= state_.watch_until) &&
+  plan.check = checking && (step % *settings_.check_every == 0 || watched_at(step)) &&
                step != state_.last_checked_step;
   plan.reference_forces = state_.reference_drives && !plan.label;
   if (plan.label) state_.last_labelled_step = step;
@@ -118,10 +116,7 @@ StepPlan OnTheFlyPolicy::plan_step(int64_t step) {
 int64_t OnTheFlyPolicy::earliest_label_step_after(int64_t step) const {
   const auto next_on_schedule = [step](int64_t every) { return (step / every + 1) * every; };
   if (state_.reference_drives) return step + 1;
-  if (criterion_) {
-    const bool watched = state_.check_next_step || step + 1 <= state_.watch_until;
-    return watched ? step + 1 : next_on_schedule(*settings_.check_every);
-  }
+  if (criterion_) return watched_at(step + 1) ? step + 1 : next_on_schedule(*settings_.check_every);
   return next_on_schedule(settings_.label_every);
 }
 

@@ -158,6 +158,12 @@ class OnTheFlyPolicy {
   void restore(const PolicyState& state);
 
  private:
+  // Whether `step` is checked whatever the schedule: the check before it found the model unsure,
+  // or it lies in a watch window after a label that found the model far off.
+  bool watched_at(int64_t step) const {
+    return state_.check_next_step || step <= state_.watch_until;
+  }
+
   PolicySettings settings_;
   std::shared_ptr<const DriveCriterion> criterion_;
   PolicyState state_;
